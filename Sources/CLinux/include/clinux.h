@@ -1,0 +1,39 @@
+#ifndef XIDLELOCK_CLINUX_H
+#define XIDLELOCK_CLINUX_H
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Both clocks at once, in nanoseconds. CLOCK_BOOTTIME keeps counting while the
+ * machine is suspended and CLOCK_MONOTONIC does not: the growth of their
+ * difference is the time spent asleep. */
+void xil_clocks_now(int64_t *monotonic_ns, int64_t *boottime_ns);
+
+/* A CLOCK_BOOTTIME timerfd (non-blocking, close-on-exec). A boottime timer
+ * whose deadline passed during suspend fires right after resume, which a
+ * poll() timeout (CLOCK_MONOTONIC) would not. Returns -1 and errno on error. */
+int xil_boottime_timer_create(void);
+/* Arms the timer at an absolute boottime; a deadline <= 0 disarms it. */
+int xil_timer_arm_at(int fd, int64_t boottime_ns);
+
+/* Blocks the given signals (0-terminated list) and returns a signalfd for them. */
+int xil_signalfd_for(const int *signals);
+/* Reads one signal from a signalfd: returns the signal number, 0 if none is
+ * pending, -1 and errno on error. */
+int xil_signalfd_read(int fd);
+
+/* Starts `/bin/sh -c command` in a new session (so the terminal's Ctrl-C and
+ * the agent's own exit never reach it), with every signal at its default
+ * action and an empty signal mask, stdin from /dev/null, stdout and stderr on
+ * the agent's stderr (the log), and no other inherited descriptor.
+ * `extra_env` ("KEY=VALUE" strings, n_extra of them) is added to the agent's
+ * environment, replacing variables of the same name.
+ * Returns 0 and the pid, or an errno value. */
+int xil_spawn_shell(const char *command, const char *const *extra_env,
+                    int n_extra, pid_t *pid);
+
+/* waitpid(-1, WNOHANG) decoded: returns the pid (0 if none has ended, -1 if
+ * there are no children); *exit_status is the exit status or -1, *signal the
+ * terminating signal or 0. */
+pid_t xil_reap_one(int *exit_status, int *signal);
+
+#endif

@@ -1,0 +1,70 @@
+/// Something that happens once per idle period when the idle time reaches `idleTime`.
+public struct Stage: Equatable, Sendable {
+    public enum Role: String, Equatable, Sendable {
+        /// Warns before the lock; skipped while locked, ended when input returns.
+        case notify
+        /// Runs the locker, which is supervised: never two at once, never killed.
+        case lock
+        /// Any other command (dim, screen off, suspend).
+        case custom
+    }
+
+    public var name: String
+    public var role: Role
+    public var idleTime: Millis
+    public var command: String
+    /// Run when activity returns after this stage fired.
+    public var resumeCommand: String?
+
+    public init(name: String, role: Role, idleTime: Millis, command: String, resumeCommand: String? = nil) {
+        self.name = name
+        self.role = role
+        self.idleTime = idleTime
+        self.command = command
+        self.resumeCommand = resumeCommand
+    }
+}
+
+/// Everything the idle state machine needs to know, fixed for the agent's life.
+public struct AgentConfig: Equatable, Sendable {
+    /// Sorted by idle time; ties keep their given order.
+    public private(set) var stages: [Stage]
+    public var onUnlock: String?
+    public var onUnlockInterval: Millis
+    /// Default true: an `XResetScreenSaver` (video players) or a pointer warp counts as activity.
+    public var screensaverResetCountsAsActivity: Bool
+    /// Default true: time spent suspended counts as idle time. False is xautolock's `-detectsleep`.
+    public var suspendCountsAsIdle: Bool
+    /// A locker that ends unsuccessfully within this time of starting probably never locked.
+    public var lockerFailureWindow: Millis
+    /// With `screensaverResetCountsAsActivity` false, how long input listening pauses after
+    /// input; server activity inside the pause is attributed to input.
+    public var inputPause: Millis
+
+    public init(
+        stages: [Stage],
+        onUnlock: String? = nil,
+        onUnlockInterval: Millis = .zero,
+        screensaverResetCountsAsActivity: Bool = true,
+        suspendCountsAsIdle: Bool = true,
+        lockerFailureWindow: Millis = .seconds(2),
+        inputPause: Millis = .seconds(1)
+    ) {
+        self.stages = AgentConfig.ordered(stages)
+        self.onUnlock = onUnlock
+        self.onUnlockInterval = onUnlockInterval
+        self.screensaverResetCountsAsActivity = screensaverResetCountsAsActivity
+        self.suspendCountsAsIdle = suspendCountsAsIdle
+        self.lockerFailureWindow = lockerFailureWindow
+        self.inputPause = inputPause
+    }
+
+    /// Stable sort by idle time, so stages with equal times fire in the order given.
+    static func ordered(_ stages: [Stage]) -> [Stage] {
+        stages.enumerated()
+            .sorted { ($0.element.idleTime, $0.offset) < ($1.element.idleTime, $1.offset) }
+            .map(\.element)
+    }
+
+    public var lockStage: Stage? { stages.first { $0.role == .lock } }
+}

@@ -1,0 +1,378 @@
+/// What the agent's edges tell the state machine.
+public enum Event: Equatable, Sendable {
+    /// The agent starts; the X server says the user has been idle this long.
+    case start(serverIdle: Millis)
+    /// Raw input (XInput2) arrived. One event stands for a whole batch.
+    case input
+    /// A deadline passed (or the edge woke for another reason) and read the
+    /// server's idle counter (`nil` if it could not be read).
+    case wake(serverIdle: Millis?)
+    /// A process the machine asked for has ended, or could not be started.
+    case processEnded(ProcessRole, ProcessEnd)
+    /// The agent is asked to stop (SIGTERM, SIGINT, SIGHUP).
+    case stop
+}
+
+/// Which of the agent's children a process is.
+public enum ProcessRole: Hashable, Sendable, CustomStringConvertible {
+    case locker
+    /// The command of the stage at this index of `AgentConfig.stages`.
+    case stage(Int)
+    /// The resume command of the stage at this index.
+    case resume(Int)
+    case onUnlock
+
+    public var description: String {
+        switch self {
+        case .locker: "locker"
+        case .stage(let i): "stage #\(i + 1)"
+        case .resume(let i): "resume command of stage #\(i + 1)"
+        case .onUnlock: "on-unlock hook"
+        }
+    }
+}
+
+/// How a child process ended.
+public enum ProcessEnd: Equatable, Sendable, CustomStringConvertible {
+    case exited(Int32)
+    case killed(signal: Int32)
+    case failedToStart(String)
+
+    public var succeeded: Bool { self == .exited(0) }
+
+    public var description: String {
+        switch self {
+        case .exited(let status): "exited with status \(status)"
+        case .killed(let signal): "was killed by signal \(signal)"
+        case .failedToStart(let reason): "could not be started (\(reason))"
+        }
+    }
+}
+
+public enum LogLevel: Int, Comparable, Sendable {
+    case debug, info, warning, error
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+}
+
+public struct EnvironmentVariable: Equatable, Sendable {
+    public var name: String
+    public var value: String
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// What the state machine asks the edges to do.
+public enum Action: Equatable, Sendable {
+    /// Start `/bin/sh -c command` in its own session with these variables added.
+    case run(ProcessRole, command: String, environment: [EnvironmentVariable])
+    /// End the process group of this role if it still runs (a notifier after input).
+    /// Never sent for the locker.
+    case terminate(ProcessRole)
+    case log(LogLevel, String)
+}
+
+public struct SuspendGap: Equatable, Sendable {
+    /// Boottime at which the gap was noticed (the first wake-up after resume).
+    public var noticedAt: Millis
+    public var length: Millis
+}
+
+public enum LockerState: Equatable, Sendable {
+    case unlocked
+    /// The locker runs, started at this boottime; `attempt` counts failed starts.
+    case running(since: Millis, attempt: Int)
+    /// The locker failed to lock; it is started again at `at`.
+    case retrying(at: Millis, attempt: Int)
+}
+
+/// The idle state machine: events in, actions out, time passed in.
+///
+/// Idle time is measured on CLOCK_BOOTTIME from `lastActivity`, so time spent
+/// suspended counts as idle unless the configuration says otherwise. Nothing
+/// here reads a clock, touches X or starts a process; the edges do that.
+public struct IdleMachine: Sendable {
+    public let config: AgentConfig
+
+    /// Boottime of the last activity: input, a server-counter reset, an unlock.
+    public private(set) var lastActivity: Millis
+    /// Boottime of the last raw input event seen.
+    public private(set) var lastInput: Millis?
+    /// Index of the next stage to fire in this idle period.
+    public private(set) var nextStage = 0
+    public private(set) var locker: LockerState = .unlocked
+    public private(set) var lastSuspendGap: SuspendGap?
+    /// Suspended time inside the current idle period (given to hooks).
+    public private(set) var suspendedThisPeriod = Millis.zero
+    /// Whether the agent should listen to raw input now. After input it need not:
+    /// the server's idle counter tells the rest at the next deadline, so a
+    /// 1000 Hz mouse costs one event per idle period instead of a thousand a second.
+    public private(set) var listensForInput = true
+
+    var listeningResumesAt: Millis?
+    var listeningSince: Millis
+    var resumesDue: [Int] = []
+    var notifiersShown: [Int] = []
+    var lastOnUnlock: Millis?
+    var suspendOffset: Millis
+    var reported: Set<Disagreement> = []
+
+    enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted }
+
+    /// Gaps shorter than this are clock-reading jitter, not a suspend.
+    static let gapThreshold = Millis(100)
+    /// Slack between a raw event's arrival and the server's own record of it.
+    static let crossCheckTolerance = Millis(100)
+    /// The longest pause between two locker restarts while it keeps failing.
+    static let longestRetryDelay = Millis.seconds(60)
+
+    public init(config: AgentConfig, now: Instant) {
+        self.config = config
+        self.lastActivity = now.boottime
+        self.listeningSince = now.boottime
+        self.suspendOffset = now.suspended
+    }
+
+    public func idle(at now: Instant) -> Millis { now.boottime - lastActivity }
+
+    /// The boottime of the next thing the machine must wake up for, if any.
+    /// Between deadlines the agent sleeps: nothing here needs polling.
+    public var nextDeadline: Millis? {
+        var deadline: Millis?
+        func consider(_ t: Millis) { deadline = min(deadline ?? t, t) }
+        if let due = nextStageDue { consider(due) }
+        if case .retrying(let at, _) = locker { consider(at) }
+        if !listensForInput, let resume = listeningResumesAt { consider(resume) }
+        return deadline
+    }
+
+    var nextStageDue: Millis? {
+        nextStage < config.stages.count ? lastActivity + config.stages[nextStage].idleTime : nil
+    }
+
+    public var isLocked: Bool { locker != .unlocked }
+
+    public mutating func handle(_ event: Event, at now: Instant) -> [Action] {
+        var out: [Action] = []
+        let gap = noteSuspendGap(now, &out)
+        switch event {
+        case .start(let serverIdle):
+            lastActivity = now.boottime - serverIdle
+            out.append(.log(.info, "started; idle for \(serverIdle) already; " + describeStages()))
+        case .input:
+            lastInput = now.boottime
+            activity(at: now.boottime, now, &out)
+            pauseListening(now)
+        case .wake(let serverIdle):
+            if let serverIdle {
+                // Activity the server saw before a suspend gap noticed now is placed
+                // before the gap: the conservative reading, which locks rather than not.
+                crossCheck(serverActivity: now.boottime - serverIdle - gap, now, &out)
+            }
+            if !listensForInput, let resume = listeningResumesAt, now.boottime >= resume {
+                listensForInput = true
+                listeningResumesAt = nil
+                listeningSince = now.boottime
+            }
+        case .processEnded(let role, let end):
+            processEnded(role, end, now, &out)
+        case .stop:
+            runResumeCommands(now, &out)
+            if case .running = locker {
+                out.append(.log(.info, "stopping; the locker keeps running (the screen stays locked)"))
+            } else {
+                out.append(.log(.info, "stopping"))
+            }
+            return out
+        }
+        fireDueStages(now, &out)
+        return out
+    }
+
+    // MARK: Suspend gaps
+
+    mutating func noteSuspendGap(_ now: Instant, _ out: inout [Action]) -> Millis {
+        let grown = now.suspended - suspendOffset
+        suspendOffset = now.suspended
+        guard grown >= IdleMachine.gapThreshold else { return .zero }
+        lastSuspendGap = SuspendGap(noticedAt: now.boottime, length: grown)
+        let idleBefore = now.boottime - grown - lastActivity
+        if config.suspendCountsAsIdle {
+            suspendedThisPeriod += grown
+            out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; counted as idle time"))
+        } else {
+            lastActivity = max(lastActivity, now.boottime)
+            suspendedThisPeriod = .zero
+            out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; the idle time restarts (--suspend-resets-idle)"))
+        }
+        return grown
+    }
+
+    // MARK: Activity
+
+    /// Compares the server's idle counter with what raw input told us.
+    mutating func crossCheck(serverActivity: Millis, _ now: Instant, _ out: inout [Action]) {
+        let tolerance = IdleMachine.crossCheckTolerance
+        if serverActivity > lastActivity + tolerance {
+            // While listening was paused, input is the likely cause: it was not heard on purpose.
+            let explainedByInput = !listensForInput || serverActivity <= listeningSince + tolerance
+            if !explainedByInput {
+                report(.resetWithoutInput, config.screensaverResetCountsAsActivity
+                    ? "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp); counting that as activity, as --ignore-screensaver-reset would not"
+                    : "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp); ignoring it (--ignore-screensaver-reset)",
+                    &out)
+            }
+            if explainedByInput || config.screensaverResetCountsAsActivity {
+                activity(at: serverActivity, now, &out)
+            }
+        } else if let input = lastInput, input > serverActivity + .seconds(1) {
+            report(.inputNotCounted, "raw input arrived that the X server's idle counter did not count; trusting the raw input", &out)
+        }
+    }
+
+    mutating func report(_ kind: Disagreement, _ message: String, _ out: inout [Action]) {
+        // Once per kind: a video player resets the counter every few seconds.
+        if reported.insert(kind).inserted { out.append(.log(.info, message)) }
+    }
+
+    mutating func pauseListening(_ now: Instant) {
+        guard let due = nextStageDue else { return }
+        let resume = config.screensaverResetCountsAsActivity ? due : min(due, now.boottime + config.inputPause)
+        guard resume > now.boottime else { return }
+        listensForInput = false
+        listeningResumesAt = resume
+    }
+
+    /// Activity at boottime `t`: a new idle period begins.
+    mutating func activity(at t: Millis, _ now: Instant, _ out: inout [Action]) {
+        guard t > lastActivity else { return }
+        let idle = t - lastActivity
+        lastActivity = t
+        suspendedThisPeriod = .zero
+        if case .retrying = locker {
+            locker = .unlocked
+            out.append(.log(.warning, "input while the locker kept failing: the user is back; the next lock comes after the lock time"))
+        }
+        guard nextStage > 0 else { return }
+        out.append(.log(.info, "activity after \(idle) idle"))
+        for i in notifiersShown { out.append(.terminate(.stage(i))) }
+        notifiersShown = []
+        runResumeCommands(now, &out)
+        nextStage = 0
+    }
+
+    mutating func runResumeCommands(_ now: Instant, _ out: inout [Action]) {
+        for i in resumesDue {
+            let stage = config.stages[i]
+            if let command = stage.resumeCommand {
+                out.append(.run(.resume(i), command: command, environment: environment("resume", stage, now)))
+            }
+        }
+        resumesDue = []
+    }
+
+    // MARK: Stages
+
+    mutating func fireDueStages(_ now: Instant, _ out: inout [Action]) {
+        if case .retrying(let at, let attempt) = locker, now.boottime >= at {
+            startLocker(attempt: attempt, now, &out)
+        }
+        let idle = idle(at: now)
+        let stages = config.stages
+        while nextStage < stages.count, idle >= stages[nextStage].idleTime {
+            let i = nextStage
+            nextStage += 1
+            let stage = stages[i]
+            switch stage.role {
+            case .lock:
+                guard locker == .unlocked else { continue }
+                startLocker(attempt: 1, now, &out)
+            case .notify:
+                // A warning is pointless once locked, or when the lock is due at the same time
+                // (after a suspend).
+                let lockDue = stages[nextStage...].contains { $0.role == .lock && $0.idleTime <= idle }
+                guard locker == .unlocked, !lockDue else {
+                    out.append(.log(.debug, "stage '\(stage.name)' skipped: locked or locking"))
+                    continue
+                }
+                out.append(.log(.info, "stage '\(stage.name)': idle \(idle)"))
+                out.append(.run(.stage(i), command: stage.command, environment: environment(stage.name, stage, now)))
+                notifiersShown.append(i)
+            case .custom:
+                out.append(.log(.info, "stage '\(stage.name)': idle \(idle)"))
+                out.append(.run(.stage(i), command: stage.command, environment: environment(stage.name, stage, now)))
+            }
+            if stage.resumeCommand != nil { resumesDue.append(i) }
+        }
+    }
+
+    // MARK: The locker
+
+    mutating func startLocker(attempt: Int, _ now: Instant, _ out: inout [Action]) {
+        guard let stage = config.lockStage else { return }
+        locker = .running(since: now.boottime, attempt: attempt)
+        let retry = attempt > 1 ? " (attempt \(attempt))" : ""
+        out.append(.log(.info, "locking after \(idle(at: now)) idle\(retry)"))
+        out.append(.run(.locker, command: stage.command, environment: environment("lock", stage, now)))
+    }
+
+    mutating func processEnded(_ role: ProcessRole, _ end: ProcessEnd, _ now: Instant, _ out: inout [Action]) {
+        guard role == .locker else {
+            if !end.succeeded { out.append(.log(.warning, "\(role) \(end)")) }
+            return
+        }
+        guard case .running(let since, let attempt) = locker else { return }
+        let ran = now.boottime - since
+        let failedAtOnce = !end.succeeded && ran < config.lockerFailureWindow
+        var killed = false
+        if case .killed = end { killed = true }
+        if failedAtOnce || killed {
+            // A locker that dies at once, or is killed, most likely left the screen
+            // unlocked while the user is away: say so loudly and lock again.
+            let delay = attempt == 1 ? Millis.zero
+                : min(Millis.seconds(1 << Int64(min(attempt - 2, 6))), IdleMachine.longestRetryDelay)
+            out.append(.log(.error, "the locker \(end) after \(ran): the screen may NOT be locked; starting it again in \(delay)"))
+            if delay == .zero {
+                startLocker(attempt: attempt + 1, now, &out)
+            } else {
+                locker = .retrying(at: now.boottime + delay, attempt: attempt + 1)
+            }
+            return
+        }
+        if end.succeeded {
+            out.append(.log(.info, "unlocked after \(ran) locked"))
+        } else {
+            out.append(.log(.warning, "the locker \(end) after \(ran); taking that as unlocked"))
+        }
+        locker = .unlocked
+        let stage = config.lockStage
+        activity(at: now.boottime, now, &out)
+        nextStage = 0
+        guard let hook = config.onUnlock else { return }
+        if let last = lastOnUnlock, now.boottime - last < config.onUnlockInterval {
+            out.append(.log(.debug, "on-unlock hook skipped: it ran \(now.boottime - last) ago (interval \(config.onUnlockInterval))"))
+            return
+        }
+        lastOnUnlock = now.boottime
+        var env = environment("unlock", stage, now)
+        env.append(EnvironmentVariable("XIDLELOCK_LOCKED_MS", String(ran.value)))
+        out.append(.run(.onUnlock, command: hook, environment: env))
+    }
+
+    // MARK: Helpers
+
+    func environment(_ event: String, _ stage: Stage?, _ now: Instant) -> [EnvironmentVariable] {
+        var env = [
+            EnvironmentVariable("XIDLELOCK_EVENT", event),
+            EnvironmentVariable("XIDLELOCK_IDLE_MS", String(idle(at: now).value)),
+            EnvironmentVariable("XIDLELOCK_SUSPEND_GAP_MS", String(suspendedThisPeriod.value)),
+        ]
+        if let stage { env.append(EnvironmentVariable("XIDLELOCK_STAGE", stage.name)) }
+        return env
+    }
+
+    func describeStages() -> String {
+        config.stages.map { "\($0.name) at \($0.idleTime)" }.joined(separator: ", ")
+    }
+}

@@ -1,0 +1,94 @@
+/// A span or a point of time in whole milliseconds.
+///
+/// Points are read off CLOCK_BOOTTIME (which keeps counting while the machine
+/// sleeps); the wall clock is never used because it jumps.
+public struct Millis: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var value: Int64
+
+    public init(_ value: Int64) { self.value = value }
+
+    public static let zero = Millis(0)
+    public static func ms(_ n: Int64) -> Millis { Millis(n) }
+    public static func seconds(_ n: Int64) -> Millis { Millis(n * 1000) }
+    public static func minutes(_ n: Int64) -> Millis { Millis(n * 60_000) }
+    public static func hours(_ n: Int64) -> Millis { Millis(n * 3_600_000) }
+
+    public static func < (a: Millis, b: Millis) -> Bool { a.value < b.value }
+    public static func + (a: Millis, b: Millis) -> Millis { Millis(a.value + b.value) }
+    public static func - (a: Millis, b: Millis) -> Millis { Millis(a.value - b.value) }
+    public static func += (a: inout Millis, b: Millis) { a.value += b.value }
+
+    /// The duration grammar, shortest form: `1h30m`, `90s`, `500ms`, `0s`.
+    public var description: String {
+        if value == 0 { return "0s" }
+        var rest = value < 0 ? -value : value
+        var text = value < 0 ? "-" : ""
+        for (unit, size) in Millis.units where rest >= size {
+            text += "\(rest / size)\(unit)"
+            rest %= size
+        }
+        return text
+    }
+
+    /// Units from largest to smallest; a duration names each at most once, in this order.
+    static let units: [(String, Int64)] = [
+        ("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1),
+    ]
+
+    /// Parses the duration grammar: a bare number is seconds (`90`); otherwise one
+    /// or more number-unit pairs with units `d`, `h`, `m`, `s`, `ms`, largest
+    /// first, each at most once (`1h30m`, `90s`, `500ms`, `2m30s`).
+    /// Returns nil for anything else, including signs and fractions.
+    public init?(parsing text: String) {
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty else { return nil }
+        if bytes.allSatisfy({ $0 >= 48 && $0 <= 57 }) {
+            guard let seconds = Millis.number(bytes[...]), seconds <= Millis.limit / 1000 else { return nil }
+            self.value = seconds * 1000
+            return
+        }
+        var total: Int64 = 0
+        var i = 0
+        var nextUnit = 0  // units must come largest first, each once
+        while i < bytes.count {
+            let start = i
+            while i < bytes.count, bytes[i] >= 48, bytes[i] <= 57 { i += 1 }
+            guard i > start, let number = Millis.number(bytes[start..<i]) else { return nil }
+            let unitStart = i
+            while i < bytes.count, (bytes[i] >= 97 && bytes[i] <= 122) { i += 1 }
+            let unit = String(decoding: bytes[unitStart..<i], as: UTF8.self)
+            guard let index = Millis.units[nextUnit...].firstIndex(where: { $0.0 == unit }) else { return nil }
+            let size = Millis.units[index].1
+            guard number <= (Millis.limit - total) / size else { return nil }
+            total += number * size
+            nextUnit = index + 1
+        }
+        self.value = total
+    }
+
+    /// Ten years: far beyond any idle time, far below overflow.
+    static let limit: Int64 = 10 * 365 * 86_400_000
+
+    private static func number(_ digits: ArraySlice<UInt8>) -> Int64? {
+        guard !digits.isEmpty, digits.count <= 15 else { return nil }
+        var n: Int64 = 0
+        for d in digits { n = n * 10 + Int64(d - 48) }
+        return n
+    }
+}
+
+/// One reading of both clocks, taken together at a wake-up.
+public struct Instant: Equatable, Sendable {
+    /// CLOCK_MONOTONIC: stops while the machine is suspended (the X server's clock).
+    public var monotonic: Millis
+    /// CLOCK_BOOTTIME: keeps counting while suspended. All deadlines are in this clock.
+    public var boottime: Millis
+
+    public init(monotonic: Millis, boottime: Millis) {
+        self.monotonic = monotonic
+        self.boottime = boottime
+    }
+
+    /// Time spent suspended since boot.
+    public var suspended: Millis { boottime - monotonic }
+}
