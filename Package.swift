@@ -21,7 +21,8 @@ let package = Package(
         .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux"]),
         .executableTarget(name: "xidlelock", dependencies: ["Agent", "IdleCore"]),
         .testTarget(name: "IdleCoreTests", dependencies: ["IdleCore"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["IdleCore"]),
+        // Depends on the executable so that `swift test` builds the binary the tests run.
+        .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -255,7 +255,7 @@ public struct IdleMachine: Sendable {
             out.append(.log(.warning, "input while the locker kept failing: the user is back; the next lock comes after the lock time"))
         }
         guard nextStage > 0 else { return }
-        out.append(.log(.info, "activity after \(idle) idle"))
+        if !isLocked { out.append(.log(.info, "activity after \(idle) idle")) }
         for i in notifiersShown { out.append(.terminate(.stage(i))) }
         notifiersShown = []
         runResumeCommands(now, &out)
@@ -345,10 +345,9 @@ public struct IdleMachine: Sendable {
         } else {
             out.append(.log(.warning, "the locker \(end) after \(ran); taking that as unlocked"))
         }
-        locker = .unlocked
         let stage = config.lockStage
         activity(at: now.boottime, now, &out)
-        nextStage = 0
+        locker = .unlocked
         guard let hook = config.onUnlock else { return }
         if let last = lastOnUnlock, now.boottime - last < config.onUnlockInterval {
             out.append(.log(.debug, "on-unlock hook skipped: it ran \(now.boottime - last) ago (interval \(config.onUnlockInterval))"))

@@ -1,0 +1,36 @@
+# xidlelock: `make run` and `make test` do all the set-up on a fresh Debian machine.
+SWIFT ?= swift
+PREFIX ?= /usr/local
+DESTDIR ?=
+RELEASE_BIN = .build/release/xidlelock
+
+.PHONY: all build release run test deps test-deps clean
+
+all: release
+
+deps:
+	@sh .ci/install-packages build
+
+test-deps:
+	@sh .ci/install-packages build test
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+# Runs the agent with its defaults (lock after 10m, the first installed locker).
+run: release
+	@if [ -z "$${DISPLAY:-}" ]; then \
+	  echo "make run: DISPLAY is not set: start it inside your X session (xidlelock watches that session's input)." >&2; \
+	  exit 1; \
+	fi
+	$(RELEASE_BIN) $(ARGS)
+
+test: test-deps
+	$(SWIFT) build
+	$(SWIFT) test
+
+clean:
+	rm -rf .build

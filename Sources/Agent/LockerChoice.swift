@@ -1,0 +1,53 @@
+import Glibc
+
+/// Chooses the locker command: the one given, checked, or the first installed
+/// of a documented list.
+enum LockerChoice {
+    /// In order of preference. Each keeps running until the screen is unlocked,
+    /// which is how the agent knows the lock is held. `loginctl lock-session` is
+    /// deliberately absent: it only asks logind to signal a lock that some other
+    /// program must carry out, and with none listening it silently does nothing.
+    static let candidates: [(program: String, command: String)] = [
+        ("xsecurelock", "xsecurelock"),
+        ("i3lock", "i3lock -n"),
+        ("slock", "slock"),
+        ("light-locker-command", "light-locker-command -l"),
+    ]
+
+    static func choose(given: String?, path: String? = pathVariable()) throws(AgentError) -> String {
+        if let given {
+            if let program = firstWord(of: given), findProgram(program, path: path) == nil {
+                throw .unavailable("--locker: '\(program)' was not found in PATH, so the screen could never be locked")
+            }
+            return given
+        }
+        for candidate in candidates where findProgram(candidate.program, path: path) != nil {
+            Log.write(.info, "locker: \(candidate.command) (found installed; --locker chooses another)")
+            return candidate.command
+        }
+        throw .unavailable("no locker found: install one of \(candidates.map(\.program).joined(separator: ", ")) or give --locker CMD")
+    }
+
+    /// The program a simple command starts, when that can be known without a shell:
+    /// nil for variable assignments, shell keywords and builtins.
+    static func firstWord(of command: String) -> String? {
+        let word = String(command.drop { $0 == " " || $0 == "\t" }.prefix { $0 != " " && $0 != "\t" })
+        let plain = word.allSatisfy { $0.isLetter || $0.isNumber || "_-./+".contains($0) }
+        let builtins: Set = ["exec", "command", "env", "nice", "if", "for", "while", "case", "{", "(", "!", "[", "test", "true", ".", "eval"]
+        guard !word.isEmpty, plain, !builtins.contains(word) else { return nil }
+        return word
+    }
+
+    static func findProgram(_ name: String, path: String?) -> String? {
+        if name.contains("/") { return access(name, X_OK) == 0 ? name : nil }
+        for dir in (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":") {
+            let candidate = "\(dir)/\(name)"
+            if access(candidate, X_OK) == 0 { return candidate }
+        }
+        return nil
+    }
+
+    static func pathVariable() -> String? {
+        getenv("PATH").map { String(cString: $0) }
+    }
+}

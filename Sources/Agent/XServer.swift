@@ -1,0 +1,110 @@
+import CX11
+import Glibc
+import IdleCore
+
+/// The agent's connection to the X server: raw input through XInput2 and the
+/// idle counter through MIT-SCREEN-SAVER. Policy never touches this type's
+/// internals; it only asks "was there input?" and "how long idle?".
+final class XServer {
+    let display: OpaquePointer
+    let root: Window
+    private let xinputOpcode: Int32
+    private let supportsTouch: Bool
+    private let info: UnsafeMutablePointer<XScreenSaverInfo>
+    /// Whether raw input is selected now.
+    private(set) var listening = false
+
+    /// Opens the display named by `$DISPLAY` and checks the extensions the agent needs.
+    /// With `needsInput` false (the `idle` command) only MIT-SCREEN-SAVER is required.
+    init(needsInput: Bool) throws(AgentError) {
+        guard let display = XOpenDisplay(nil) else {
+            guard let name = getenv("DISPLAY"), name.pointee != 0 else {
+                throw .unavailable("DISPLAY is not set: there is no X display to watch (run xidlelock inside an X session)")
+            }
+            throw .unavailable("cannot open X display '\(String(cString: name))'")
+        }
+        var eventBase: Int32 = 0
+        var errorBase: Int32 = 0
+        guard XScreenSaverQueryExtension(display, &eventBase, &errorBase) != 0,
+              let info = XScreenSaverAllocInfo()
+        else {
+            XCloseDisplay(display)
+            throw .unavailable("the X server has no MIT-SCREEN-SAVER extension: its idle counter cannot be read")
+        }
+        var opcode: Int32 = 0
+        var major: Int32 = 2
+        var minor: Int32 = 2
+        if needsInput {
+            guard XQueryExtension(display, "XInputExtension", &opcode, &eventBase, &errorBase) != 0,
+                  XIQueryVersion(display, &major, &minor) == Success, major >= 2
+            else {
+                XCloseDisplay(display)
+                throw .unavailable("the X server has no XInput 2 extension: raw input cannot be watched")
+            }
+        }
+        self.display = display
+        self.root = XDefaultRootWindow(display)
+        self.xinputOpcode = opcode
+        self.supportsTouch = major > 2 || minor >= 2
+        self.info = info
+        // The hooks and the locker must not inherit the X connection.
+        _ = fcntl(XConnectionNumber(display), F_SETFD, FD_CLOEXEC)
+    }
+
+    var fileDescriptor: Int32 { XConnectionNumber(display) }
+
+    /// Installs handlers so that X protocol errors are logged, not fatal, and a
+    /// lost connection ends the agent with a clear message (the locker, in its
+    /// own session, keeps running).
+    static func installErrorHandlers() {
+        XSetErrorHandler { _, event in
+            if let event {
+                Log.write(.warning, "X error \(event.pointee.error_code) on request \(event.pointee.request_code).\(event.pointee.minor_code)")
+            }
+            return 0
+        }
+        XSetIOErrorHandler { _ in
+            Log.write(.error, "lost the connection to the X server; exiting (a running locker is left alone)")
+            exit(1)
+        }
+    }
+
+    /// Selects or deselects raw key, button, motion and touch events from every
+    /// device on the root window.
+    func listen(_ on: Bool) {
+        guard on != listening else { return }
+        listening = on
+        var bits = [UInt8](repeating: 0, count: 4)  // XIMaskLen(XI_LASTEVENT)
+        if on {
+            var events = [XI_RawKeyPress, XI_RawKeyRelease, XI_RawButtonPress, XI_RawButtonRelease, XI_RawMotion]
+            if supportsTouch { events += [XI_RawTouchBegin, XI_RawTouchUpdate, XI_RawTouchEnd] }
+            for event in events { xil_xi_set_mask(&bits, event) }
+        }
+        bits.withUnsafeMutableBufferPointer { buffer in
+            var mask = XIEventMask(deviceid: XIAllMasterDevices, mask_len: on ? Int32(buffer.count) : 0,
+                                   mask: buffer.baseAddress)
+            _ = XISelectEvents(display, root, &mask, 1)
+        }
+        XFlush(display)
+    }
+
+    /// The server's idle counter (what xprintidle prints), or nil if it cannot be read.
+    /// A round trip: events may be buffered afterwards, so drain before waiting.
+    func idleTime() -> Millis? {
+        guard XScreenSaverQueryInfo(display, root, info) != 0 else { return nil }
+        return Millis(Int64(info.pointee.idle))
+    }
+
+    /// Reads every event Xlib has or can read without blocking; returns how many
+    /// were raw input. The cookie data is never fetched: the agent only needs to
+    /// know that input happened, and Xlib frees unclaimed cookies itself.
+    func drainInput() -> Int {
+        var count = 0
+        var event = XEvent()
+        while XPending(display) > 0 {
+            XNextEvent(display, &event)
+            if event.type == GenericEvent && event.xcookie.extension == xinputOpcode { count += 1 }
+        }
+        return count
+    }
+}

@@ -1,0 +1,36 @@
+import Agent
+import Glibc
+import IdleCore
+
+/// Prints `text` to a file descriptor, whole.
+func emit(_ text: String, to fd: Int32) {
+    var text = text
+    text.withUTF8 { _ = write(fd, $0.baseAddress, $0.count) }
+}
+
+let status: Int32
+do {
+    switch try Invocation.parse(Array(CommandLine.arguments.dropFirst())) {
+    case .help(let text):
+        emit(text.hasSuffix("\n") ? text : text + "\n", to: 1)
+        status = 0
+    case .version:
+        emit("xidlelock \(Invocation.versionNumber)\n", to: 1)
+        status = 0
+    case .idle(let format):
+        try IdleQuery.run(format)
+        status = 0
+    case .agent(let options):
+        try Agent.run(options)
+    }
+} catch let error as UsageError {
+    emit("xidlelock: error: \(error.message)\n", to: 2)
+    status = 64
+} catch let error as AgentError {
+    emit("xidlelock: error: \(error.message)\n", to: 2)
+    status = error.exitStatus
+} catch {
+    emit("xidlelock: error: \(error)\n", to: 2)
+    status = 1
+}
+exit(status)
