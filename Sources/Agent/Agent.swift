@@ -3,16 +3,18 @@ import Glibc
 import IdleCore
 
 /// The running agent: one poll loop over the X connection, a CLOCK_BOOTTIME
-/// timer for the next deadline, and a signalfd. Every source turns into an
-/// `Event` for the state machine; its actions are carried out here.
+/// timer for the next deadline, a signalfd and the control socket. Every source
+/// turns into an `Event` for the state machine; its actions are carried out here.
 public final class Agent {
     private var machine: IdleMachine
     private let x: XServer
+    private let control: ControlServer
+    private let secure: Bool
     private var children = Children()
     private let timer: Int32
     private let signals: Int32
     private var armedDeadline: Millis?
-    private var stopping = false
+    private var nextInhibitorID = 1
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         Log.threshold = options.verbosity.threshold
@@ -20,12 +22,16 @@ public final class Agent {
         XServer.installErrorHandlers()
         let x = try XServer(needsInput: true)
         let locker = try LockerChoice.choose(given: options.locker)
-        let agent = try Agent(config: options.config(locker: locker), x: x)
+        let (path, directory) = try SocketPath.resolve(options.socket)
+        let control = try ControlServer(path: path, directory: directory)
+        let agent = try Agent(config: options.config(locker: locker), x: x, control: control, secure: options.secure)
         agent.loop()
     }
 
-    init(config: AgentConfig, x: XServer) throws(AgentError) {
+    init(config: AgentConfig, x: XServer, control: ControlServer, secure: Bool) throws(AgentError) {
         self.x = x
+        self.control = control
+        self.secure = secure
         let watched: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
         signals = watched.withUnsafeBufferPointer { xil_signalfd_for($0.baseAddress) }
         timer = xil_boottime_timer_create()
@@ -38,17 +44,31 @@ public final class Agent {
     }
 
     private func loop() -> Never {
-        var fds = [
-            pollfd(fd: x.fileDescriptor, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: timer, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
-        ]
+        var fds: [pollfd] = []
+        var clients: [Connection] = []
         while true {
             // Xlib may hold events read during a round trip while the fd stays quiet.
             if x.drainInput() > 0 { perform(.input) }
             x.listen(machine.listensForInput)
             armTimer()
-            let ready = poll(&fds, nfds_t(fds.count), -1)
+
+            clients = Array(control.connections.values)
+            fds.removeAll(keepingCapacity: true)
+            fds.append(pollfd(fd: x.fileDescriptor, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: timer, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: signals, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: control.listener, events: Int16(POLLIN), revents: 0))
+            for client in clients {
+                let events = POLLIN | (client.output.isEmpty ? 0 : POLLOUT)
+                fds.append(pollfd(fd: client.fd, events: Int16(events), revents: 0))
+            }
+            // Only a client that holds nothing and sends nothing sets a timeout; the
+            // idle agent itself waits on the boottime timer alone.
+            let timeout = control.nextDeadline.map { deadline in
+                Int32(clamping: max((deadline - Clock.now().monotonic).value, 0) + 1)
+            } ?? -1
+
+            let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 {
                 if errno == EINTR { continue }
                 Log.write(.error, "poll failed: \(String(cString: strerror(errno)))")
@@ -61,6 +81,11 @@ public final class Agent {
                 perform(.wake(serverIdle: x.idleTime()))
             }
             if fds[2].revents != 0 { handleSignals() }
+            if fds[3].revents != 0 { control.acceptClients(now: Clock.now().monotonic) }
+            for (client, pfd) in zip(clients, fds[4...]) where pfd.revents != 0 {
+                serve(client, readable: pfd.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0)
+            }
+            closeTimedOutClients()
             // fds[0]: the drain at the top reads it; a hang-up reaches the I/O error handler there.
         }
     }
@@ -84,14 +109,115 @@ public final class Agent {
                 for (role, end) in children.reap() { perform(.processEnded(role, end)) }
             } else {
                 Log.write(.info, "received signal \(signal)")
-                perform(.stop)
-                if let pid = children.lockerPid {
-                    Log.write(.info, "the locker (pid \(pid)) keeps running")
-                }
-                exit(0)
+                stop()
             }
         }
     }
+
+    /// Stops politely: resume commands run, the locker is left alone.
+    private func stop() -> Never {
+        perform(.stop)
+        if let pid = children.lockerPid {
+            Log.write(.info, "the locker (pid \(pid)) keeps running")
+        }
+        control.shutdown()
+        exit(0)
+    }
+
+    // MARK: Control clients
+
+    private func serve(_ client: Connection, readable: Bool) {
+        client.flush()
+        if readable, let lines = control.read(client) {
+            for line in lines where !client.closing || !line.isEmpty {
+                answer(client, line)
+            }
+        }
+        if client.output.count > ControlServer.maxPendingOutput {
+            Log.debug("dropping \(client.who): it does not read its replies")
+            client.output.removeAll()
+            client.closing = true
+        }
+        if client.closing && client.output.isEmpty { disconnect(client) }
+    }
+
+    private func disconnect(_ client: Connection) {
+        control.remove(client)
+        if let id = client.inhibitorID {
+            // The inhibitor's client is gone (its command ended or it died).
+            perform(.wake(serverIdle: x.idleTime()))
+            perform(.uninhibit(id: id))
+        }
+    }
+
+    private func closeTimedOutClients() {
+        let now = Clock.now().monotonic
+        for client in control.connections.values {
+            if let deadline = client.deadline, now >= deadline {
+                client.send(ControlRequest.errorReply("no request within \(ControlServer.requestTimeout)"))
+                disconnect(client)
+            }
+        }
+    }
+
+    private func answer(_ client: Connection, _ line: String) {
+        if line.isEmpty { return }
+        let request: ControlRequest
+        do {
+            request = try ControlRequest.parse(line)
+        } catch {
+            client.send(ControlRequest.errorReply(error.message))
+            return
+        }
+        if secure && request.weakensLocking {
+            Log.write(.warning, "refused '\(request.line)' from \(client.who): the agent runs with --secure")
+            client.send(ControlRequest.errorReply("refused: the agent runs with --secure"))
+            return
+        }
+        Log.debug("request from \(client.who): \(line)")
+        client.deadline = Clock.now().monotonic + ControlServer.requestTimeout
+        // Bring the idle time up to date first: listening may be paused.
+        perform(.wake(serverIdle: x.idleTime()))
+        let now = Clock.now()
+        switch request {
+        case .status:
+            client.send(ControlRequest.reply(machine.statusFields(at: now, lockerPid: children.lockerPid)))
+        case .lock:
+            perform(.lockNow)
+            client.send(ControlRequest.reply([("locker_pid", children.lockerPid.map { .number(Double($0)) } ?? .null)]))
+        case .reset:
+            perform(.reset)
+            client.send(ControlRequest.reply())
+        case .inhibit(let why, let duration):
+            let id = nextInhibitorID
+            nextInhibitorID += 1
+            if duration == nil {
+                client.inhibitorID = id
+                client.deadline = nil
+            }
+            perform(.inhibit(Inhibitor(id: id, who: client.who, why: why, until: duration.map { now.boottime + $0 })))
+            client.send(ControlRequest.reply([("id", .number(Double(id)))]))
+        case .disable(let duration):
+            perform(.disable(until: duration.map { now.boottime + $0 }))
+            client.send(ControlRequest.reply())
+        case .enable:
+            perform(.enable)
+            client.send(ControlRequest.reply())
+        case .toggle:
+            perform(machine.isDisabled ? .enable : .disable(until: nil))
+            client.send(ControlRequest.reply([("disabled", .bool(machine.isDisabled))]))
+        case .events:
+            client.subscribed = true
+            client.deadline = nil
+            client.send(ControlRequest.reply())
+        case .quit:
+            Log.write(.info, "quit requested by \(client.who)")
+            client.send(ControlRequest.reply())
+            stop()
+        }
+    }
+
+    // MARK: Carrying out actions
 
     /// Feeds one event to the machine and carries out its actions; a command that
     /// cannot start is fed back as ended.
@@ -109,6 +235,9 @@ public final class Agent {
                     }
                 case .terminate(let role):
                     children.terminate(role)
+                case .announce(let announcement):
+                    let line = announcement.json.text
+                    for client in control.connections.values where client.subscribed { client.send(line) }
                 }
             }
         }
@@ -122,7 +251,6 @@ public enum IdleQuery {
         guard let idle = x.idleTime() else {
             throw .failed("the X server did not answer the idle-time query")
         }
-        var line = format.render(idle) + "\n"
-        line.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
+        _ = writeAll(1, format.render(idle) + "\n")
     }
 }

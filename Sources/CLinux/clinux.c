@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -121,4 +123,75 @@ pid_t xil_reap_one(int *exit_status, int *signal) {
         else if (WIFSIGNALED(status)) *signal = WTERMSIG(status);
     }
     return pid;
+}
+
+int xil_spawn_argv(const char *const *argv, pid_t *pid) {
+    posix_spawnattr_t attr;
+    int err = posix_spawnattr_init(&attr);
+    if (err) return err;
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    err = posix_spawnp(pid, argv[0], NULL, &attr, (char *const *)argv, environ);
+    posix_spawnattr_destroy(&attr);
+    return err;
+}
+
+int xil_peer_credentials(int fd, pid_t *pid, uid_t *uid) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    return 0;
+}
+
+static int unix_address(const char *path, struct sockaddr_un *addr) {
+    memset(addr, 0, sizeof *addr);
+    addr->sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof addr->sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(addr->sun_path, path);
+    return 0;
+}
+
+int xil_unix_listen(const char *path, int backlog) {
+    struct sockaddr_un addr;
+    if (unix_address(path, &addr) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, backlog) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int xil_unix_connect(const char *path) {
+    struct sockaddr_un addr;
+    if (unix_address(path, &addr) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int xil_accept(int listener) {
+    int fd;
+    do {
+        fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    return fd;
 }

@@ -9,8 +9,50 @@ public enum Event: Equatable, Sendable {
     case wake(serverIdle: Millis?)
     /// A process the machine asked for has ended, or could not be started.
     case processEnded(ProcessRole, ProcessEnd)
-    /// The agent is asked to stop (SIGTERM, SIGINT, SIGHUP).
+    /// The agent is asked to stop (SIGTERM, SIGINT, SIGHUP, `xidlelock quit`).
     case stop
+    /// `xidlelock lock`: lock now, unless a locker already runs.
+    case lockNow
+    /// `xidlelock reset`: count as activity now.
+    case reset
+    /// Hold the stages off while this inhibitor lasts.
+    case inhibit(Inhibitor)
+    /// The inhibitor with this id ended (its client left, or its command ended).
+    case uninhibit(id: Int)
+    /// `xidlelock disable [--for D]`: no stage fires until enabled (or until `until`, a boottime).
+    case disable(until: Millis?)
+    case enable
+}
+
+/// Someone holding the lock off: a client's `inhibit` request.
+public struct Inhibitor: Equatable, Sendable {
+    public var id: Int
+    /// Who asked, as the agent saw it (`pid 1234 (mpv)`).
+    public var who: String
+    public var why: String
+    /// Boottime at which it ends by itself; nil while its client stays connected.
+    public var until: Millis?
+
+    public init(id: Int, who: String, why: String, until: Millis?) {
+        self.id = id
+        self.who = who
+        self.why = why
+        self.until = until
+    }
+}
+
+/// What happened, for `xidlelock events` subscribers.
+public enum Announcement: Equatable, Sendable {
+    case stageFired(name: String, idle: Millis)
+    case locked(idle: Millis, requested: Bool)
+    case lockerFailed(reason: String, retryIn: Millis)
+    case unlocked(lockedFor: Millis)
+    case activityResumed(idleBefore: Millis)
+    case suspendGap(length: Millis)
+    case inhibited(Inhibitor)
+    case uninhibited(Inhibitor)
+    case disabled(remaining: Millis?)
+    case enabled
 }
 
 /// Which of the agent's children a process is.
@@ -71,6 +113,8 @@ public enum Action: Equatable, Sendable {
     /// Never sent for the locker.
     case terminate(ProcessRole)
     case log(LogLevel, String)
+    /// Tell event subscribers.
+    case announce(Announcement)
 }
 
 public struct SuspendGap: Equatable, Sendable {
@@ -117,6 +161,10 @@ public struct IdleMachine: Sendable {
     var lastOnUnlock: Millis?
     var suspendOffset: Millis
     var reported: Set<Disagreement> = []
+    public private(set) var inhibitors: [Inhibitor] = []
+    /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
+    public private(set) var disabledUntil: Millis??
+    var lockRequested = false
 
     enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted }
 
@@ -143,19 +191,30 @@ public struct IdleMachine: Sendable {
         func consider(_ t: Millis) { deadline = min(deadline ?? t, t) }
         if let due = nextStageDue { consider(due) }
         if case .retrying(let at, _) = locker { consider(at) }
+        for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
+        if let until = disabledUntil ?? nil { consider(until) }
         if !listensForInput, let resume = listeningResumesAt { consider(resume) }
         return deadline
     }
 
+    /// When the next stage fires; nil while the stages are held off or all fired.
     var nextStageDue: Millis? {
-        nextStage < config.stages.count ? lastActivity + config.stages[nextStage].idleTime : nil
+        guard !isHeld, nextStage < config.stages.count else { return nil }
+        return lastActivity + config.stages[nextStage].idleTime
     }
 
     public var isLocked: Bool { locker != .unlocked }
+    public var isDisabled: Bool { disabledUntil != nil }
+    /// Stages do not fire while disabled or inhibited.
+    public var isHeld: Bool { isDisabled || !inhibitors.isEmpty }
+    /// The next stage to fire and its name, if the stages are not all fired.
+    public var nextStageName: String? { nextStage < config.stages.count ? config.stages[nextStage].name : nil }
+    public var hasNotified: Bool { !notifiersShown.isEmpty }
 
     public mutating func handle(_ event: Event, at now: Instant) -> [Action] {
         var out: [Action] = []
         let gap = noteSuspendGap(now, &out)
+        endExpiredHolds(now, &out)
         switch event {
         case .start(let serverIdle):
             lastActivity = now.boottime - serverIdle
@@ -170,7 +229,9 @@ public struct IdleMachine: Sendable {
                 // before the gap: the conservative reading, which locks rather than not.
                 crossCheck(serverActivity: now.boottime - serverIdle - gap, now, &out)
             }
-            if !listensForInput, let resume = listeningResumesAt, now.boottime >= resume {
+            // A reading of the counter is what made a pause safe; a pause without an end
+            // (nothing was due) ends at the first reading.
+            if serverIdle != nil, !listensForInput, now.boottime >= listeningResumesAt ?? now.boottime {
                 listensForInput = true
                 listeningResumesAt = nil
                 listeningSince = now.boottime
@@ -185,6 +246,31 @@ public struct IdleMachine: Sendable {
                 out.append(.log(.info, "stopping"))
             }
             return out
+        case .lockNow:
+            if locker == .unlocked {
+                lockRequested = true
+                startLocker(attempt: 1, now, &out)
+            } else {
+                out.append(.log(.info, "lock requested; already locked"))
+            }
+        case .reset:
+            out.append(.log(.debug, "reset requested: counting as activity"))
+            activity(at: now.boottime, now, &out)
+        case .inhibit(let inhibitor):
+            inhibitors.append(inhibitor)
+            let span = inhibitor.until.map { "for \($0 - now.boottime)" } ?? "while it runs"
+            out.append(.log(.info, "inhibited by \(inhibitor.who) \(span)\(inhibitor.why.isEmpty ? "" : ": \(inhibitor.why)")"))
+            out.append(.announce(.inhibited(inhibitor)))
+        case .uninhibit(let id):
+            if let k = inhibitors.firstIndex(where: { $0.id == id }) {
+                endInhibitor(at: k, now, &out)
+            }
+        case .disable(let until):
+            disabledUntil = .some(until)
+            out.append(.log(.info, "disabled" + (until.map { " for \($0 - now.boottime)" } ?? "")))
+            out.append(.announce(.disabled(remaining: until.map { $0 - now.boottime })))
+        case .enable:
+            if isDisabled { enable(now, &out) }
         }
         fireDueStages(now, &out)
         return out
@@ -197,6 +283,7 @@ public struct IdleMachine: Sendable {
         suspendOffset = now.suspended
         guard grown >= IdleMachine.gapThreshold else { return .zero }
         lastSuspendGap = SuspendGap(noticedAt: now.boottime, length: grown)
+        out.append(.announce(.suspendGap(length: grown)))
         let idleBefore = now.boottime - grown - lastActivity
         if config.suspendCountsAsIdle {
             suspendedThisPeriod += grown
@@ -236,16 +323,51 @@ public struct IdleMachine: Sendable {
         if reported.insert(kind).inserted { out.append(.log(.info, message)) }
     }
 
+    /// Stops listening until the next deadline; with nothing due, until the next
+    /// reading of the server's counter (every hold ends with one).
     mutating func pauseListening(_ now: Instant) {
-        guard let due = nextStageDue else { return }
-        let resume = config.screensaverResetCountsAsActivity ? due : min(due, now.boottime + config.inputPause)
-        guard resume > now.boottime else { return }
+        var resume = nextDeadline
+        if !config.screensaverResetCountsAsActivity {
+            // Only raw input counts: pause briefly, so that activity in the pause can be
+            // put down to input without mistaking a later screensaver reset for it.
+            resume = min(resume ?? .max, now.boottime + config.inputPause)
+        }
+        if let resume, resume <= now.boottime { return }
         listensForInput = false
         listeningResumesAt = resume
     }
 
+    // MARK: Holds (inhibitors, disable)
+
+    mutating func endExpiredHolds(_ now: Instant, _ out: inout [Action]) {
+        while let k = inhibitors.firstIndex(where: { $0.until.map { now.boottime >= $0 } ?? false }) {
+            endInhibitor(at: k, now, &out)
+        }
+        if let until = disabledUntil ?? nil, now.boottime >= until { enable(now, &out) }
+    }
+
+    mutating func endInhibitor(at k: Int, _ now: Instant, _ out: inout [Action]) {
+        let inhibitor = inhibitors.remove(at: k)
+        out.append(.log(.info, "inhibitor of \(inhibitor.who) ended" + rearmNote(now)))
+        out.append(.announce(.uninhibited(inhibitor)))
+    }
+
+    mutating func enable(_ now: Instant, _ out: inout [Action]) {
+        disabledUntil = nil
+        out.append(.log(.info, "enabled" + rearmNote(now)))
+        out.append(.announce(.enabled))
+    }
+
+    /// When a hold ends, the stages are re-armed from the current idle time: those
+    /// already due fire now (the user has been away all along), the rest on time.
+    func rearmNote(_ now: Instant) -> String {
+        guard !isHeld, let name = nextStageName else { return "" }
+        let due = lastActivity + config.stages[nextStage].idleTime - now.boottime
+        return due <= .zero ? "; stage '\(name)' is due now (idle \(idle(at: now)))" : "; stage '\(name)' in \(due)"
+    }
+
     /// Activity at boottime `t`: a new idle period begins.
-    mutating func activity(at t: Millis, _ now: Instant, _ out: inout [Action]) {
+    mutating func activity(at t: Millis, _ now: Instant, _ out: inout [Action], unlocking: Bool = false) {
         guard t > lastActivity else { return }
         let idle = t - lastActivity
         lastActivity = t
@@ -256,6 +378,8 @@ public struct IdleMachine: Sendable {
         }
         guard nextStage > 0 else { return }
         if !isLocked { out.append(.log(.info, "activity after \(idle) idle")) }
+        // An unlock is announced as such; input while locked (resume commands) is activity.
+        if !unlocking { out.append(.announce(.activityResumed(idleBefore: idle))) }
         for i in notifiersShown { out.append(.terminate(.stage(i))) }
         notifiersShown = []
         runResumeCommands(now, &out)
@@ -278,6 +402,7 @@ public struct IdleMachine: Sendable {
         if case .retrying(let at, let attempt) = locker, now.boottime >= at {
             startLocker(attempt: attempt, now, &out)
         }
+        guard !isHeld else { return }
         let idle = idle(at: now)
         let stages = config.stages
         while nextStage < stages.count, idle >= stages[nextStage].idleTime {
@@ -298,10 +423,12 @@ public struct IdleMachine: Sendable {
                 }
                 out.append(.log(.info, "stage '\(stage.name)': idle \(idle)"))
                 out.append(.run(.stage(i), command: stage.command, environment: environment(stage.name, stage, now)))
+                out.append(.announce(.stageFired(name: stage.name, idle: idle)))
                 notifiersShown.append(i)
             case .custom:
                 out.append(.log(.info, "stage '\(stage.name)': idle \(idle)"))
                 out.append(.run(.stage(i), command: stage.command, environment: environment(stage.name, stage, now)))
+                out.append(.announce(.stageFired(name: stage.name, idle: idle)))
             }
             if stage.resumeCommand != nil { resumesDue.append(i) }
         }
@@ -313,8 +440,10 @@ public struct IdleMachine: Sendable {
         guard let stage = config.lockStage else { return }
         locker = .running(since: now.boottime, attempt: attempt)
         let retry = attempt > 1 ? " (attempt \(attempt))" : ""
-        out.append(.log(.info, "locking after \(idle(at: now)) idle\(retry)"))
+        let why = lockRequested ? "on request" : "after \(idle(at: now)) idle"
+        out.append(.log(.info, "locking \(why)\(retry)"))
         out.append(.run(.locker, command: stage.command, environment: environment("lock", stage, now)))
+        out.append(.announce(.locked(idle: idle(at: now), requested: lockRequested)))
     }
 
     mutating func processEnded(_ role: ProcessRole, _ end: ProcessEnd, _ now: Instant, _ out: inout [Action]) {
@@ -333,6 +462,7 @@ public struct IdleMachine: Sendable {
             let delay = attempt == 1 ? Millis.zero
                 : min(Millis.seconds(1 << Int64(min(attempt - 2, 6))), IdleMachine.longestRetryDelay)
             out.append(.log(.error, "the locker \(end) after \(ran): the screen may NOT be locked; starting it again in \(delay)"))
+            out.append(.announce(.lockerFailed(reason: end.description, retryIn: delay)))
             if delay == .zero {
                 startLocker(attempt: attempt + 1, now, &out)
             } else {
@@ -346,8 +476,10 @@ public struct IdleMachine: Sendable {
             out.append(.log(.warning, "the locker \(end) after \(ran); taking that as unlocked"))
         }
         let stage = config.lockStage
-        activity(at: now.boottime, now, &out)
+        out.append(.announce(.unlocked(lockedFor: ran)))
+        activity(at: now.boottime, now, &out, unlocking: true)
         locker = .unlocked
+        lockRequested = false
         guard let hook = config.onUnlock else { return }
         if let last = lastOnUnlock, now.boottime - last < config.onUnlockInterval {
             out.append(.log(.debug, "on-unlock hook skipped: it ran \(now.boottime - last) ago (interval \(config.onUnlockInterval))"))

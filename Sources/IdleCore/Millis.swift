@@ -8,6 +8,8 @@ public struct Millis: Hashable, Comparable, Sendable, CustomStringConvertible {
     public init(_ value: Int64) { self.value = value }
 
     public static let zero = Millis(0)
+    /// Later than any deadline, with room to add to it.
+    public static let max = Millis(Int64.max / 4)
     public static func ms(_ n: Int64) -> Millis { Millis(n) }
     public static func seconds(_ n: Int64) -> Millis { Millis(n * 1000) }
     public static func minutes(_ n: Int64) -> Millis { Millis(n * 60_000) }

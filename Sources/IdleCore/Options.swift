@@ -106,9 +106,26 @@ func helpLines(_ docs: [OptionDoc]) -> String {
     let flags = docs.map { doc in doc.valueName.map { "\(doc.flag) \($0)" } ?? doc.flag }
     let width = min((flags.map(\.count).max() ?? 0) + 2, 34)
     var text = ""
+    let indent = String(repeating: " ", count: width + 2)
     for (flag, doc) in zip(flags, docs) {
-        let pad = flag.count < width ? String(repeating: " ", count: width - flag.count) : "\n" + String(repeating: " ", count: width + 2)
-        text += "  \(flag)\(pad)\(doc.help)\n"
+        let pad = flag.count < width ? String(repeating: " ", count: width - flag.count) : "\n" + indent
+        let help = wrap(doc.help, width: 80 - width - 2).joined(separator: "\n" + indent)
+        text += "  \(flag)\(pad)\(help)\n"
     }
     return text
+}
+
+/// Splits text into lines of at most `width` characters at spaces.
+func wrap(_ text: String, width: Int) -> [String] {
+    var lines: [String] = []
+    var line = ""
+    for word in text.split(separator: " ") {
+        if !line.isEmpty && line.count + 1 + word.count > width {
+            lines.append(line)
+            line = ""
+        }
+        line += line.isEmpty ? String(word) : " " + word
+    }
+    if !line.isEmpty { lines.append(line) }
+    return lines
 }

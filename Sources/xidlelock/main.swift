@@ -20,6 +20,8 @@ do {
     case .idle(let format):
         try IdleQuery.run(format)
         status = 0
+    case .client(let command):
+        status = try ControlClient.run(command)
     case .agent(let options):
         try Agent.run(options)
     }

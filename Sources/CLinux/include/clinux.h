@@ -36,4 +36,19 @@ int xil_spawn_shell(const char *command, const char *const *extra_env,
  * terminating signal or 0. */
 pid_t xil_reap_one(int *exit_status, int *signal);
 
+/* Starts argv[0] (searched in PATH) with argv, in the caller's session and
+ * process group (a foreground command of `inhibit -- CMD`), every signal at its
+ * default action and an empty mask, inheriting stdio. Returns 0 or an errno. */
+int xil_spawn_argv(const char *const *argv, pid_t *pid);
+
+/* The connected peer's pid and uid (SO_PEERCRED). Returns 0 or -1 and errno. */
+int xil_peer_credentials(int fd, pid_t *pid, uid_t *uid);
+
+/* Unix stream sockets at a path, non-blocking and close-on-exec. Both return
+ * the fd or -1 and errno (ENAMETOOLONG for a path that does not fit). */
+int xil_unix_listen(const char *path, int backlog);
+int xil_unix_connect(const char *path);
+/* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC: the fd, or -1 and errno. */
+int xil_accept(int listener);
+
 #endif
