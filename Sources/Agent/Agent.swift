@@ -129,9 +129,7 @@ public final class Agent {
     private func serve(_ client: Connection, readable: Bool) {
         client.flush()
         if readable, let lines = control.read(client) {
-            for line in lines where !client.closing || !line.isEmpty {
-                answer(client, line)
-            }
+            for line in lines { answer(client, line) }
         }
         if client.output.count > ControlServer.maxPendingOutput {
             Log.debug("dropping \(client.who): it does not read its replies")
@@ -175,7 +173,9 @@ public final class Agent {
             return
         }
         Log.debug("request from \(client.who): \(line)")
-        client.deadline = Clock.now().monotonic + ControlServer.requestTimeout
+        if client.inhibitorID == nil && !client.subscribed {
+            client.deadline = Clock.now().monotonic + ControlServer.requestTimeout
+        }
         // Bring the idle time up to date first: listening may be paused.
         perform(.wake(serverIdle: x.idleTime()))
         let now = Clock.now()

@@ -1,0 +1,320 @@
+import IdleCore
+import Testing
+
+/// A fake clock and the machine, for stories about holds and requests.
+private struct Story {
+    var machine: IdleMachine
+    var now = Instant(monotonic: .seconds(100), boottime: .seconds(100))
+    var actions: [Action] = []
+
+    init(_ config: AgentConfig, idle: Millis = .zero) {
+        machine = IdleMachine(config: config, now: now)
+        actions = machine.handle(.start(serverIdle: idle), at: now)
+    }
+
+    mutating func send(_ event: Event) { actions = machine.handle(event, at: now) }
+
+    mutating func advance(_ span: Millis) {
+        now.monotonic += span
+        now.boottime += span
+    }
+
+    /// Goes to the machine's next deadline and wakes there, the server agreeing.
+    mutating func wakeAtDeadline() {
+        guard let deadline = machine.nextDeadline else { Issue.record("no deadline"); return }
+        advance(max(deadline - now.boottime, .zero))
+        send(.wake(serverIdle: machine.idle(at: now)))
+    }
+
+    var ran: [ProcessRole] {
+        actions.compactMap { if case .run(let role, _, _) = $0 { role } else { nil } }
+    }
+    var announced: [Announcement] {
+        actions.compactMap { if case .announce(let a) = $0 { a } else { nil } }
+    }
+}
+
+private func config(_ extra: [Stage] = []) -> AgentConfig {
+    var options = AgentOptions()
+    options.lockAfter = .minutes(5)
+    options.stages = extra
+    return options.config(locker: "i3lock -n")
+}
+
+private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), command: "dim", resumeCommand: "undim")
+
+@Suite struct JSONTests {
+    @Test func readsNestedValuesAndEscapes() throws {
+        let value = try JSONValue(parsing: #" {"a": [1, -2.5e1, true, null], "s": "q\"\\\n\u00e9", "o": {}} "#)
+        #expect(value["a"] == .array([.number(1), .number(-25), .bool(true), .null]))
+        #expect(value["s"]?.string == "q\"\\\né")
+        #expect(value["o"] == .object([]))
+    }
+
+    @Test(arguments: ["", "{", "{\"a\":}", "[1,]", "\"open", "{\"a\":1} x", "tru", "{1:2}", "\"\u{1}\"", "01x"])
+    func refusesMalformedText(_ text: String) {
+        #expect(throws: JSONError.self) { try JSONValue(parsing: text) }
+    }
+
+    @Test func refusesDeepNestingInsteadOfRecursingForever() {
+        let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
+        #expect(throws: JSONError.self) { try JSONValue(parsing: deep) }
+        let fine = String(repeating: "[", count: 20) + String(repeating: "]", count: 20)
+        #expect(throws: Never.self) { try JSONValue(parsing: fine) }
+    }
+
+    @Test func writtenTextReadsBackTheSame() throws {
+        let value = JSONValue.object([("k", .string("tab\there \"quoted\" \u{7}")), ("n", .number(42)), ("f", .number(0.5))])
+        #expect(try JSONValue(parsing: value.text) == value)
+        #expect(value.text == #"{"k":"tab\there \"quoted\" \u0007","n":42,"f":0.5}"#)
+    }
+}
+
+@Suite struct ControlRequestTests {
+    static let all: [ControlRequest] = [
+        .status, .lock, .reset, .enable, .toggle, .events, .quit,
+        .disable(duration: nil), .disable(duration: .minutes(30)),
+        .inhibit(why: "video \"film\"", duration: nil), .inhibit(why: "", duration: .seconds(90)),
+    ]
+
+    @Test(arguments: all) func everyRequestReadsBackFromItsLine(_ request: ControlRequest) throws {
+        #expect(try ControlRequest.parse(request.line) == request)
+    }
+
+    @Test func refusesRequestsWithoutTheRightVersion() {
+        #expect(throws: ProtocolError("request has no protocol version \"v\"")) { try ControlRequest.parse(#"{"cmd":"status"}"#) }
+        #expect(throws: ProtocolError.self) { try ControlRequest.parse(#"{"v":2,"cmd":"status"}"#) }
+    }
+
+    @Test(arguments: [
+        (#"{"v":1,"cmd":"unlock"}"#, "unknown command 'unlock'"),
+        (#"{"v":1}"#, "no \"cmd\""),
+        (#"{"v":1,"cmd":"disable","for_ms":0}"#, "for_ms"),
+        (#"{"v":1,"cmd":"inhibit","for_ms":-5}"#, "for_ms"),
+        (#"{"v":1,"cmd":"inhibit","for_ms":1.5}"#, "for_ms"),
+        (#"{"v":1,"cmd":"inhibit","for_ms":"10"}"#, "for_ms"),
+        ("garbage", "malformed"),
+        ("[1,2]", "expected a JSON object"),
+    ])
+    func badRequestsGetAnErrorNamingTheProblem(_ line: String, _ expected: String) {
+        do {
+            _ = try ControlRequest.parse(line)
+            Issue.record("accepted \(line)")
+        } catch {
+            #expect(error.message.contains(expected), "\(error.message)")
+        }
+    }
+
+    @Test func thereIsNoUnlockAndSecureRefusesWhatKeepsTheScreenOpen() {
+        let weakening = Self.all.filter(\.weakensLocking)
+        #expect(weakening.count == 7)  // disable×2, inhibit×2, toggle, quit, reset
+        #expect(!ControlRequest.status.weakensLocking && !ControlRequest.lock.weakensLocking)
+        #expect(!ControlRequest.events.weakensLocking && !ControlRequest.enable.weakensLocking)
+    }
+
+    @Test func repliesCarryVersionAndOutcome() throws {
+        let ok = try JSONValue(parsing: ControlRequest.reply([("id", .number(3))]))
+        #expect(ok["v"]?.integer == 1 && ok["ok"]?.bool == true && ok["id"]?.integer == 3)
+        let error = try JSONValue(parsing: ControlRequest.errorReply("no \"such\" thing"))
+        #expect(error["ok"]?.bool == false && error["error"]?.string == "no \"such\" thing")
+    }
+}
+
+@Suite struct ClientCommandLineTests {
+    private func client(_ args: String...) throws -> ClientCommand {
+        guard case .client(let command) = try Invocation.parse(args) else {
+            Issue.record("not a client command: \(args)")
+            return try #require(nil as ClientCommand?)
+        }
+        return command
+    }
+
+    @Test func statusAndEventsTakeJSONAndSocket() throws {
+        let status = try client("status", "--json", "--socket", "/tmp/x.sock")
+        #expect(status.request == .status && status.json && status.socket == "/tmp/x.sock")
+        #expect(try client("events").request == .events)
+        #expect(try !client("events").json)
+    }
+
+    @Test func inhibitForADurationOrWhileACommandRuns() throws {
+        let timed = try client("inhibit", "--why", "slides", "--for", "45m")
+        #expect(timed.request == .inhibit(why: "slides", duration: .minutes(45)))
+        #expect(timed.command.isEmpty)
+        let wrapped = try client("inhibit", "--", "mpv", "--fs", "film.mkv")
+        #expect(wrapped.command == ["mpv", "--fs", "film.mkv"])
+        #expect(wrapped.request == .inhibit(why: "while running: mpv --fs film.mkv", duration: nil))
+    }
+
+    @Test(arguments: [
+        (["inhibit"], "inhibit"),
+        (["inhibit", "--for", "5m", "--", "sleep", "1"], "not both"),
+        (["inhibit", "--for", "0"], "--for"),
+        (["disable", "--for", "soon"], "--for"),
+        (["lock", "--json"], "--json"),
+        (["status", "extra"], "extra"),
+        (["quit", "--socket"], "--socket"),
+        (["status", "--socket", String(repeating: "x", count: 120)], "--socket"),
+    ])
+    func mistakesNameWhatIsWrong(_ args: [String], _ named: String) {
+        do {
+            _ = try Invocation.parse(args)
+            Issue.record("accepted \(args)")
+        } catch {
+            #expect(error.message.contains(named), "\(error.message)")
+        }
+    }
+
+    @Test func disableWithAndWithoutDuration() throws {
+        #expect(try client("disable").request == .disable(duration: nil))
+        #expect(try client("disable", "--for=1h").request == .disable(duration: .hours(1)))
+    }
+}
+
+@Suite struct StageFlagTests {
+    private func agent(_ args: String...) throws -> AgentOptions {
+        guard case .agent(let options) = try Invocation.parse(args) else {
+            return try #require(nil as AgentOptions?)
+        }
+        return options
+    }
+
+    @Test func stagesWithNamesResumesAndDefaults() throws {
+        let options = try agent("--stage", "dim=4m30s:brightnessctl -s set 10%", "--resume", "brightnessctl -r",
+                                "--stage", "10m:xset dpms force off", "--lock-after", "5m")
+        #expect(options.stages == [
+            Stage(name: "dim", role: .custom, idleTime: .seconds(270), command: "brightnessctl -s set 10%", resumeCommand: "brightnessctl -r"),
+            Stage(name: "stage2", role: .custom, idleTime: .minutes(10), command: "xset dpms force off"),
+        ])
+        let config = options.config(locker: "slock")
+        #expect(config.stages.map(\.name) == ["dim", "lock", "stage2"])
+    }
+
+    @Test func commandsMayContainColonsAndEquals() throws {
+        let options = try agent("--stage", "x=1m:echo a=b:c")
+        #expect(options.stages.first?.command == "echo a=b:c")
+        #expect(options.stages.first?.name == "x")
+    }
+
+    @Test(arguments: [
+        (["--stage", "4m"], "--stage"),
+        (["--stage", "4m:"], "empty"),
+        (["--stage", "soon:cmd"], "--stage"),
+        (["--stage", "0:cmd"], "above zero"),
+        (["--stage", "bad name=1m:cmd"], "name"),
+        (["--stage", "lock=1m:cmd"], "lock"),
+        (["--stage", "a=1m:x", "--stage", "a=2m:y"], "twice"),
+        (["--resume", "undim"], "must follow"),
+        (["--stage", "1m:x", "--resume", "a", "--resume", "b"], "already"),
+    ])
+    func badStagesAreUsageErrors(_ args: [String], _ named: String) {
+        do {
+            _ = try Invocation.parse(args)
+            Issue.record("accepted \(args)")
+        } catch {
+            #expect(error.message.contains(named), "\(error.message)")
+        }
+    }
+}
+
+@Suite struct HoldTests {
+    @Test func anInhibitorHoldsEveryStageOff() {
+        var story = Story(config([dim]))
+        story.send(.inhibit(Inhibitor(id: 1, who: "pid 9 (mpv)", why: "video", until: nil)))
+        #expect(story.machine.nextDeadline == nil)
+        #expect(story.machine.stateName == "inhibited")
+        story.advance(.hours(2))
+        story.send(.wake(serverIdle: .hours(2)))
+        #expect(story.ran.isEmpty)
+    }
+
+    @Test func whenTheInhibitorEndsDueStagesFireAtOnceAndTheRestOnTime() {
+        // The anchors xidlehook and hypridle never fire again here without new input.
+        var story = Story(config([dim]))
+        story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
+        story.advance(.seconds(250))  // past dim (240 s), before lock (300 s)
+        story.send(.uninhibit(id: 1))
+        #expect(story.ran == [.stage(0)])
+        #expect(story.announced.contains(.uninhibited(Inhibitor(id: 1, who: "w", why: "", until: nil))))
+        #expect(story.machine.nextDeadline == Millis.seconds(100 + 300))
+        story.wakeAtDeadline()
+        #expect(story.ran == [.locker])
+    }
+
+    @Test func aTimedInhibitorEndsByItselfAtItsDeadline() {
+        var story = Story(config())
+        let until = story.now.boottime + .minutes(30)
+        story.send(.inhibit(Inhibitor(id: 7, who: "w", why: "slides", until: until)))
+        #expect(story.machine.nextDeadline == until)
+        story.wakeAtDeadline()
+        #expect(story.machine.inhibitors.isEmpty)
+        #expect(story.ran == [.locker])  // idle 30 min ≥ 5 min: locked the moment the hold ends
+    }
+
+    @Test func disableForADurationThenEnable() {
+        var story = Story(config())
+        story.send(.disable(until: story.now.boottime + .hours(1)))
+        #expect(story.machine.stateName == "disabled")
+        story.advance(.minutes(10))
+        story.send(.wake(serverIdle: .minutes(10)))
+        #expect(story.ran.isEmpty)
+        story.send(.enable)
+        #expect(story.ran == [.locker])
+        #expect(!story.machine.isDisabled)
+    }
+
+    @Test func resumeCommandsStillRunWhenAnInhibitorCameAfterTheStage() {
+        var story = Story(config([dim]))
+        story.wakeAtDeadline()
+        #expect(story.ran == [.stage(0)])
+        story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
+        story.advance(.seconds(5))
+        story.send(.input)
+        #expect(story.ran == [.resume(0)])
+    }
+
+    @Test func lockNowLocksEvenWhileInhibitedButNeverTwice() {
+        var story = Story(config())
+        story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
+        story.send(.lockNow)
+        #expect(story.ran == [.locker])
+        #expect(story.announced == [.locked(idle: .zero, requested: true)])
+        story.send(.lockNow)
+        #expect(story.ran.isEmpty)
+        #expect(story.machine.stateName == "locked")
+    }
+
+    @Test func resetCountsAsActivity() {
+        var story = Story(config(), idle: .minutes(4))
+        #expect(story.machine.nextDeadline == story.now.boottime + .minutes(1))
+        story.send(.reset)
+        #expect(story.machine.nextDeadline == story.now.boottime + .minutes(5))
+    }
+
+    @Test func listeningPausedWhileHeldResumesAtTheNextReading() {
+        var story = Story(config())
+        story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
+        story.send(.input)
+        #expect(!story.machine.listensForInput)  // nothing is due: no need to hear input
+        story.advance(.minutes(20))
+        story.send(.wake(serverIdle: .minutes(1)))  // the edge reads the counter before uninhibit
+        #expect(story.machine.listensForInput)
+        story.send(.uninhibit(id: 1))
+        #expect(story.ran.isEmpty)  // the counter showed input a minute ago: not idle enough
+        #expect(story.machine.nextDeadline == story.now.boottime + .minutes(4))
+    }
+
+    @Test func statusSaysWhatIsHappeningInRelativeTime() {
+        var story = Story(config([dim]), idle: .minutes(1))
+        let until = story.now.boottime + .seconds(90)
+        story.send(.inhibit(Inhibitor(id: 2, who: "pid 5 (mpv)", why: "film", until: until)))
+        let status = JSONValue.object(story.machine.statusFields(at: story.now, lockerPid: nil))
+        #expect(status["state"]?.string == "inhibited")
+        #expect(status["idle_ms"]?.integer == 60_000)
+        #expect(status["next_stage"] == .null)
+        #expect(status["locker_pid"] == .null)
+        guard case .array(let inhibitors) = status["inhibitors"] else { Issue.record("no inhibitors"); return }
+        #expect(inhibitors.first?["remaining_ms"]?.integer == 90_000)
+        #expect(inhibitors.first?["who"]?.string == "pid 5 (mpv)")
+        #expect(HumanText.status(status).contains("inhibited by pid 5 (mpv) (1m30s left): film"))
+    }
+}
