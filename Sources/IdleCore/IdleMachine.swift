@@ -224,11 +224,7 @@ public struct IdleMachine: Sendable {
             activity(at: now.boottime, now, &out)
             pauseListening(now)
         case .wake(let serverIdle):
-            if let serverIdle {
-                // Activity the server saw before a suspend gap noticed now is placed
-                // before the gap: the conservative reading, which locks rather than not.
-                crossCheck(serverActivity: now.boottime - serverIdle - gap, now, &out)
-            }
+            if let serverIdle { crossCheck(serverIdle: serverIdle, gapNoticedNow: gap, now, &out) }
             // A reading of the counter is what made a pause safe; a pause without an end
             // (nothing was due) ends at the first reading.
             if serverIdle != nil, !listensForInput, now.boottime >= listeningResumesAt ?? now.boottime {
@@ -299,8 +295,13 @@ public struct IdleMachine: Sendable {
     // MARK: Activity
 
     /// Compares the server's idle counter with what raw input told us.
-    mutating func crossCheck(serverActivity: Millis, _ now: Instant, _ out: inout [Action]) {
+    mutating func crossCheck(serverIdle: Millis, gapNoticedNow gap: Millis, _ now: Instant, _ out: inout [Action]) {
         let tolerance = IdleMachine.crossCheckTolerance
+        // The server's clock stops during suspend. Activity it saw that the machine
+        // did not, when a gap is noticed at this very wake-up, is placed before the
+        // gap: the conservative reading, which locks rather than not.
+        var serverActivity = now.boottime - serverIdle
+        if serverActivity > lastActivity + tolerance { serverActivity = serverActivity - gap }
         if serverActivity > lastActivity + tolerance {
             // While listening was paused, input is the likely cause: it was not heard on purpose.
             let explainedByInput = !listensForInput || serverActivity <= listeningSince + tolerance
