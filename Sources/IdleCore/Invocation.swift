@@ -137,6 +137,7 @@ extension String {
 public enum Invocation: Equatable, Sendable {
     case agent(AgentOptions)
     case idle(IdleFormat)
+    case completions(CompletionShell)
     /// Print this text and exit 0.
     case help(String)
     case version
@@ -158,6 +159,9 @@ public enum Invocation: Equatable, Sendable {
         CommandDoc(name: "idle", synopsis: "xidlelock idle [--format FORMAT]",
                    abstract: "Print the X server's idle time in milliseconds, like xprintidle. Needs no agent.",
                    options: IdleFormat.specs.map(\.doc)),
+        CommandDoc(name: "completions", synopsis: "xidlelock completions bash|zsh|fish",
+                   abstract: "Print the shell completion script for bash, zsh or fish.",
+                   options: []),
     ]
 
     public static let durationGrammar = """
@@ -180,6 +184,8 @@ public enum Invocation: Equatable, Sendable {
             if parsed.helpRequested { return .help(try helpText(for: "idle")) }
             try noPositionals(parsed, command: "idle")
             return .idle(format)
+        case "completions":
+            return try parseCompletions(args.dropFirst())
         case "run":
             args = args.dropFirst()
         default:
