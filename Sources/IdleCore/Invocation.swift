@@ -215,9 +215,7 @@ public enum Invocation: Equatable, Sendable {
             USAGE: \(command.synopsis)
 
             \(command.abstract)
-
-            OPTIONS:
-            \(helpLines(command.options))
+            \(command.options.isEmpty ? "" : "\nOPTIONS:\n" + helpLines(command.options))
             """
     }
 
@@ -237,7 +235,7 @@ public enum Invocation: Equatable, Sendable {
             OPTIONS:
             \(helpLines(AgentOptions.specs.map(\.doc)))
             COMMANDS:
-            \(others.map { "  \($0.name.padding(to: 10))\($0.abstract)" }.joined(separator: "\n"))
+            \(others.map { "  \($0.name.padding(to: others.map(\.name.count).max()! + 2))\($0.abstract)" }.joined(separator: "\n"))
 
             \(durationGrammar)
 
