@@ -2,9 +2,24 @@
 SWIFT ?= swift
 PREFIX ?= /usr/local
 DESTDIR ?=
-RELEASE_BIN = .build/release/xidlelock
+SYSCONFDIR ?= /etc
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man/man1
+AUTOSTARTDIR ?= $(SYSCONFDIR)/xdg/autostart
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+EXAMPLESDIR ?= $(PREFIX)/share/doc/xidlelock/examples
 
-.PHONY: all build release run test deps test-deps clean
+# The release binary runs where no Swift toolchain is installed: the Swift runtime
+# is linked in statically and no rpath points back at the build tree.
+RELEASE_FLAGS = -c release --static-swift-stdlib --disable-local-rpath
+RELEASE_BIN = .build/release/xidlelock
+# Files generated for `install` (paths filled in, completion scripts).
+GEN = .build/packaging
+
+.PHONY: all build release run test deps test-deps clean install uninstall deb packaging-check
 
 all: release
 
@@ -12,13 +27,13 @@ deps:
 	@sh .ci/install-packages build
 
 test-deps:
-	@sh .ci/install-packages build test
+	@sh .ci/install-packages build test package
 
 build: deps
 	$(SWIFT) build
 
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build $(RELEASE_FLAGS)
 
 # Runs the agent with its defaults (lock after 10m, the first installed locker).
 run: release
@@ -28,9 +43,54 @@ run: release
 	fi
 	$(RELEASE_BIN) $(ARGS)
 
+# One release build per run: `packaging-check` builds it (through `deb`) and
+# everything after reuses it.
 test: test-deps
 	$(SWIFT) build
 	$(SWIFT) test
+	$(MAKE) packaging-check
+
+install: release
+	@mkdir -p $(GEN)
+	sed 's|@bindir@|$(BINDIR)|g' packaging/xidlelock.desktop > $(GEN)/xidlelock.desktop
+	sed 's|@bindir@|$(BINDIR)|g' packaging/xidlelock.service > $(GEN)/xidlelock.service
+	$(RELEASE_BIN) completions bash > $(GEN)/xidlelock.bash
+	$(RELEASE_BIN) completions zsh > $(GEN)/_xidlelock
+	$(RELEASE_BIN) completions fish > $(GEN)/xidlelock.fish
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(AUTOSTARTDIR) \
+	  $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
+	  $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLESDIR)
+	install -m 755 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/xidlelock
+	install -m 644 man/xidlelock.1 $(DESTDIR)$(MANDIR)/xidlelock.1
+	install -m 644 $(GEN)/xidlelock.desktop $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop
+	install -m 644 $(GEN)/xidlelock.service $(DESTDIR)$(USERUNITDIR)/xidlelock.service
+	install -m 644 $(GEN)/xidlelock.bash $(DESTDIR)$(BASHCOMPDIR)/xidlelock
+	install -m 644 $(GEN)/_xidlelock $(DESTDIR)$(ZSHCOMPDIR)/_xidlelock
+	install -m 644 $(GEN)/xidlelock.fish $(DESTDIR)$(FISHCOMPDIR)/xidlelock.fish
+	install -m 755 packaging/examples/dim-screen.sh packaging/examples/logout.sh $(DESTDIR)$(EXAMPLESDIR)/
+
+# Removes exactly what `install` put there (and the examples' own folders if empty).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/xidlelock \
+	  $(DESTDIR)$(MANDIR)/xidlelock.1 \
+	  $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop \
+	  $(DESTDIR)$(USERUNITDIR)/xidlelock.service \
+	  $(DESTDIR)$(BASHCOMPDIR)/xidlelock \
+	  $(DESTDIR)$(ZSHCOMPDIR)/_xidlelock \
+	  $(DESTDIR)$(FISHCOMPDIR)/xidlelock.fish \
+	  $(DESTDIR)$(EXAMPLESDIR)/dim-screen.sh \
+	  $(DESTDIR)$(EXAMPLESDIR)/logout.sh
+	rmdir $(DESTDIR)$(EXAMPLESDIR) $(DESTDIR)$(dir $(EXAMPLESDIR)) 2>/dev/null || true
+
+# dist/xidlelock_VERSION_ARCH.deb, from `make install DESTDIR=... PREFIX=/usr`.
+deb: release
+	@sh .ci/install-packages package
+	sh packaging/build-deb.sh
+
+# Lints the packaging files, installs and uninstalls into a scratch DESTDIR, and
+# checks the .deb: its libraries, and that it runs without the Swift toolchain.
+packaging-check: deb
+	sh packaging/check.sh
 
 clean:
-	rm -rf .build
+	rm -rf .build dist

@@ -4,14 +4,15 @@ import Glibc
 /// of a documented list.
 enum LockerChoice {
     /// In order of preference. Each keeps running until the screen is unlocked,
-    /// which is how the agent knows the lock is held. `loginctl lock-session` is
-    /// deliberately absent: it only asks logind to signal a lock that some other
-    /// program must carry out, and with none listening it silently does nothing.
+    /// which is how the agent knows the lock is held. Deliberately absent:
+    /// lockers that return at once (`light-locker-command -l`), whose exit would
+    /// read as an unlock, and `loginctl lock-session`, which only asks logind to
+    /// signal a lock that some other program must carry out: with none listening
+    /// it silently does nothing.
     static let candidates: [(program: String, command: String)] = [
         ("xsecurelock", "xsecurelock"),
         ("i3lock", "i3lock -n"),
         ("slock", "slock"),
-        ("light-locker-command", "light-locker-command -l"),
     ]
 
     static func choose(given: String?, path: String? = pathVariable()) throws(AgentError) -> String {

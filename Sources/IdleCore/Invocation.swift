@@ -33,7 +33,7 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--lock-after", "DURATION", "Idle time before the locker runs (default: 10m).") { o, v throws(UsageError) in
             o.lockAfter = try duration(v, for: "--lock-after")
         },
-        OptionSpec("--locker", "CMD", "Shell command that locks the screen and keeps running until unlocked (default: the first installed of xsecurelock, i3lock -n, slock, light-locker-command -l).") { o, v throws(UsageError) in
+        OptionSpec("--locker", "CMD", "Shell command that locks the screen and keeps running until unlocked (default: the first installed of xsecurelock, i3lock -n, slock).") { o, v throws(UsageError) in
             guard !v.isEmpty else { throw UsageError("--locker: the command is empty") }
             o.locker = v
         },
@@ -272,6 +272,7 @@ public enum Invocation: Equatable, Sendable {
     case agent(AgentOptions)
     case idle(IdleFormat)
     case client(ClientCommand)
+    case completions(CompletionShell)
     /// Print this text and exit 0.
     case help(String)
     case version
@@ -293,6 +294,9 @@ public enum Invocation: Equatable, Sendable {
         CommandDoc(name: "idle", synopsis: "xidlelock idle [--format FORMAT]",
                    abstract: "Print the X server's idle time in milliseconds, like xprintidle. Needs no agent.",
                    options: IdleFormat.specs.map(\.doc)),
+        CommandDoc(name: "completions", synopsis: "xidlelock completions bash|zsh|fish",
+                   abstract: "Print the shell completion script for bash, zsh or fish.",
+                   options: []),
     ] + ClientOptions.commands.map {
         CommandDoc(name: $0.name, synopsis: $0.synopsis, abstract: $0.abstract, options: $0.specs.map(\.doc))
     }
@@ -317,6 +321,8 @@ public enum Invocation: Equatable, Sendable {
             if parsed.helpRequested { return .help(try helpText(for: "idle")) }
             try noPositionals(parsed, command: "idle")
             return .idle(format)
+        case "completions":
+            return try parseCompletions(args.dropFirst())
         case "run":
             args = args.dropFirst()
         case .some(let name) where ClientOptions.commands.contains { $0.name == name }:
@@ -348,9 +354,7 @@ public enum Invocation: Equatable, Sendable {
             USAGE: \(command.synopsis)
 
             \(command.abstract)
-
-            OPTIONS:
-            \(helpLines(command.options))
+            \(command.options.isEmpty ? "" : "\nOPTIONS:\n" + helpLines(command.options))
             """
     }
 

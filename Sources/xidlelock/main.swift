@@ -17,6 +17,9 @@ do {
     case .version:
         emit("xidlelock \(Invocation.versionNumber)\n", to: 1)
         status = 0
+    case .completions(let shell):
+        emit(Completions.script(for: shell), to: 1)
+        status = 0
     case .idle(let format):
         try IdleQuery.run(format)
         status = 0

@@ -1,0 +1,314 @@
+import Foundation
+import IdleCore
+import Testing
+
+// Keeps `xidlelock --help`, `xidlelock help COMMAND`, man/xidlelock.1 and README.md in
+// step, by running the built binary and reading its help as a user would:
+//   - every flag and command the binary prints is in the man page's OPTIONS or
+//     COMMANDS section (with its value name), and every flag or command listed
+//     there is one the binary knows;
+//   - README.md's "## Flags" section is exactly what the help prints, rendered as a
+//     list. When it drifts the test shows the new section; `XIDLELOCK_UPDATE_DOCS=1
+//     swift test --filter DocsTests` writes it.
+// The binary: $XIDLELOCK_BIN, or .build/debug/xidlelock (swift test builds it).
+// Names start with `docs` to stay clear of the other integration tests' helpers.
+
+private let docsPackageRoot = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+private func docsBinary() -> String {
+    if let path = ProcessInfo.processInfo.environment["XIDLELOCK_BIN"], !path.isEmpty { return path }
+    return docsPackageRoot.appendingPathComponent(".build/debug/xidlelock").path
+}
+
+private func docsRun(_ arguments: [String]) throws -> String {
+    let binary = docsBinary()
+    guard FileManager.default.isExecutableFile(atPath: binary) else {
+        throw DocsError("no xidlelock binary at \(binary): run `swift build` or set XIDLELOCK_BIN")
+    }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: binary)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        throw DocsError("xidlelock \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+    }
+    return String(decoding: data, as: UTF8.self)
+}
+
+private struct DocsError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+// MARK: The help, as printed
+
+/// One option line of a help text: `--lock-after DURATION` and its help.
+private struct DocsOption: Equatable {
+    var spec: String
+    var help: String
+    var flag: String { String(spec.prefix { $0 != " " }) }
+}
+
+/// One command's help: `help <name>` (the main help for `run`).
+private struct DocsCommand {
+    var name: String
+    var usage: [String]
+    var abstract: String
+    var options: [DocsOption]
+}
+
+/// The lines of a help section, from the line after `heading` to the next blank line
+/// or heading.
+private func docsSection(_ heading: String, of text: String) -> [String] {
+    let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    guard let start = lines.firstIndex(of: heading) else { return [] }
+    var out: [String] = []
+    for line in lines[(start + 1)...] {
+        if line.trimmingCharacters(in: .whitespaces).isEmpty || line.hasSuffix(":") && !line.hasPrefix(" ") { break }
+        out.append(line)
+    }
+    return out
+}
+
+private func docsOptions(_ text: String) -> [DocsOption] {
+    var options: [DocsOption] = []
+    for line in docsSection("OPTIONS:", of: text) {
+        if line.hasPrefix("  -") {
+            // The flag column ends at two spaces; a long flag has its help on the next line.
+            let body = line.dropFirst(2)
+            let parts = body.split(separator: "  ", maxSplits: 1)
+            options.append(DocsOption(spec: String(parts[0]),
+                                      help: parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces) : ""))
+        } else if let last = options.indices.last {
+            let more = line.trimmingCharacters(in: .whitespaces)
+            options[last].help += options[last].help.isEmpty ? more : " " + more
+        }
+    }
+    return options
+}
+
+private func docsHelp() throws -> (main: String, commands: [DocsCommand], otherUsage: [String]) {
+    let main = try docsRun(["--help"])
+    let lines = main.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    // USAGE: the first line after "USAGE: ", then the lines indented under it.
+    var usage: [String] = []
+    if let start = lines.firstIndex(where: { $0.hasPrefix("USAGE: ") }) {
+        usage.append(String(lines[start].dropFirst("USAGE: ".count)))
+        for line in lines[(start + 1)...] where line.hasPrefix("       ") {
+            usage.append(line.trimmingCharacters(in: .whitespaces))
+        }
+    }
+    // A command's line starts two spaces in; its wrapped abstract continues deeper.
+    let names = docsSection("COMMANDS:", of: main)
+        .filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") }
+        .compactMap { $0.split(separator: " ").first.map(String.init) }
+    var commands = [DocsCommand(name: "run", usage: [usage.first ?? ""], abstract: "", options: docsOptions(main))]
+    for name in names {
+        let text = try docsRun(["help", name])
+        let helpLines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let synopsis = helpLines.first.map { String($0.dropFirst("USAGE: ".count)) } ?? ""
+        let abstract = helpLines.dropFirst(2).prefix { !$0.isEmpty }.joined(separator: " ")
+        commands.append(DocsCommand(name: name, usage: [synopsis], abstract: abstract, options: docsOptions(text)))
+    }
+    let documented = Set(commands.flatMap(\.usage))
+    return (main, commands, usage.filter { !documented.contains($0) })
+}
+
+/// Every `--flag` the binary knows: its options, and --help/--version from USAGE.
+private func docsKnownFlags(_ help: (main: String, commands: [DocsCommand], otherUsage: [String])) -> Set<String> {
+    var flags = Set(help.commands.flatMap(\.options).map(\.flag))
+    for line in help.otherUsage {
+        for match in line.matches(of: /--[a-z][a-z-]*/) { flags.insert(String(match.output)) }
+    }
+    return flags
+}
+
+@Test func docsHelpListsEveryCommandAndFlagOfTheTable() throws {
+    let help = try docsHelp()
+    #expect(help.commands.map(\.name) == Invocation.commands.map(\.name))
+    for command in Invocation.commands {
+        let printed = help.commands.first { $0.name == command.name }
+        let specs = command.options.map { doc in doc.valueName.map { "\(doc.flag) \($0)" } ?? doc.flag }
+        #expect(printed?.options.map(\.spec) == specs, "help \(command.name)")
+    }
+}
+
+// MARK: The man page
+
+/// A roff line as the reader sees it: macros' arguments joined, escapes resolved.
+private func docsRoffText(_ line: String) -> String {
+    var text = line
+    if line.hasPrefix(".") {
+        let macro = String(line.dropFirst().prefix { $0 != " " })
+        var arguments: [String] = []
+        var current = ""
+        var quoted = false
+        var started = false
+        for c in line.dropFirst(macro.count + 1) {
+            if c == "\"" {
+                quoted.toggle()
+                started = true
+            } else if c == " " && !quoted {
+                if started { arguments.append(current) }
+                current = ""
+                started = false
+            } else {
+                current.append(c)
+                started = true
+            }
+        }
+        if started { arguments.append(current) }
+        // .B and .I join their words with spaces; .BR, .BI, .IR … alternate fonts without.
+        text = arguments.joined(separator: macro.count == 2 ? "" : " ")
+    }
+    for (escape, plain) in [("\\-", "-"), ("\\fB", ""), ("\\fI", ""), ("\\fR", ""), ("\\fP", ""),
+                            ("\\(aq", "'"), ("\\e", "\\"), ("\\&", "")] {
+        text = text.replacingOccurrences(of: escape, with: plain)
+    }
+    return text
+}
+
+/// The tag lines (after `.TP` or `.TQ`) of a man page section, as plain text.
+private func docsManTags(_ page: String, section: String) -> [String] {
+    let lines = page.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    var tags: [String] = []
+    var inSection = false
+    for (i, line) in lines.enumerated() {
+        if line.hasPrefix(".SH ") {
+            inSection = line.dropFirst(4).trimmingCharacters(in: CharacterSet(charactersIn: "\" ")) == section
+        } else if inSection, line == ".TP" || line == ".TQ", i + 1 < lines.count {
+            tags.append(docsRoffText(lines[i + 1]))
+        }
+    }
+    return tags
+}
+
+/// The words of a man page section, as plain text.
+private func docsManSectionWords(_ page: String, section: String) -> Set<String> {
+    var words = Set<String>()
+    var inSection = false
+    for line in page.split(separator: "\n").map(String.init) {
+        if line.hasPrefix(".SH ") {
+            inSection = line.dropFirst(4).trimmingCharacters(in: CharacterSet(charactersIn: "\" ")) == section
+        } else if inSection {
+            for word in docsRoffText(line).split(whereSeparator: { " []|".contains($0) }) { words.insert(String(word)) }
+        }
+    }
+    return words
+}
+
+private func docsManPage() throws -> String {
+    try String(contentsOf: docsPackageRoot.appendingPathComponent("man/xidlelock.1"), encoding: .utf8)
+}
+
+@Test func docsManPageDocumentsEveryFlagAndCommandTheBinaryKnows() throws {
+    let help = try docsHelp()
+    let page = try docsManPage()
+    let tags = docsManTags(page, section: "OPTIONS") + docsManTags(page, section: "COMMANDS")
+    for command in help.commands {
+        for option in command.options {
+            #expect(tags.contains { $0.contains(option.spec) },
+                    "man/xidlelock.1 has no OPTIONS or COMMANDS entry for '\(option.spec)' (xidlelock help \(command.name))")
+        }
+    }
+    let commandTags = Set(docsManTags(page, section: "COMMANDS").compactMap { $0.split(separator: " ").first.map(String.init) })
+    for command in help.commands {
+        #expect(commandTags.contains(command.name), "man/xidlelock.1 COMMANDS has no entry for '\(command.name)'")
+        #expect(docsManSectionWords(page, section: "SYNOPSIS").contains(command.name),
+                "man/xidlelock.1 SYNOPSIS lacks '\(command.name)'")
+    }
+    for flag in docsKnownFlags(help) {
+        #expect(tags.contains { $0.contains(flag) }, "man/xidlelock.1 does not document \(flag)")
+    }
+}
+
+@Test func docsManPageDocumentsNothingTheBinaryDoesNotKnow() throws {
+    let help = try docsHelp()
+    let known = docsKnownFlags(help)
+    let page = try docsManPage()
+    for tag in docsManTags(page, section: "OPTIONS") + docsManTags(page, section: "COMMANDS") {
+        for match in tag.matches(of: /--[a-z][a-z-]*/) {
+            #expect(known.contains(String(match.output)),
+                    "man/xidlelock.1 documents \(match.output), which xidlelock --help does not know")
+        }
+    }
+    let names = Set(help.commands.map(\.name) + ["help"])
+    for tag in docsManTags(page, section: "COMMANDS") {
+        if tag.hasPrefix("-") { continue }  // an option of a command, nested under it
+        let name = String(tag.prefix { $0 != " " && $0 != "[" })
+        #expect(names.contains(name), "man/xidlelock.1 documents a command '\(name)' that xidlelock does not have")
+    }
+}
+
+@Test func docsManPageNamesTheBinarysVersion() throws {
+    let version = try docsRun(["--version"]).trimmingCharacters(in: .whitespacesAndNewlines)
+    let th = try docsManPage().split(separator: "\n").first { $0.hasPrefix(".TH ") }
+    #expect(th?.contains("\"\(version)\"") == true, "man/xidlelock.1 .TH does not name \(version): \(th ?? "")")
+}
+
+// MARK: README.md
+
+/// README's "## Flags" section, rendered from the help.
+private func docsFlagsSection(_ help: (main: String, commands: [DocsCommand], otherUsage: [String])) -> String {
+    func list(_ options: [DocsOption]) -> String {
+        options.map { "- `\($0.spec)`: \($0.help)" }.joined(separator: "\n")
+    }
+    var text = """
+        ## Flags
+
+        Kept in step with `xidlelock --help` and `xidlelock help COMMAND` by
+        `Tests/IntegrationTests/DocsTests.swift`, which prints this list when it drifts.
+
+        """
+    for command in help.commands {
+        if command.name == "run" {
+            text += "\nThe agent, `\(command.usage[0])`:\n\n\(list(command.options))\n"
+            continue
+        }
+        text += "\n`\(command.usage[0])`: \(command.abstract)\n"
+        if !command.options.isEmpty { text += "\n\(list(command.options))\n" }
+    }
+    for line in help.otherUsage {
+        let forms = line.split(separator: " | ").map { $0.hasPrefix("xidlelock ") ? String($0) : "xidlelock \($0)" }
+        text += "\n" + forms.map { "`\($0)`" }.joined(separator: ", ") + ".\n"
+    }
+    return text
+}
+
+@Test func docsReadmeFlagsSectionMatchesTheHelp() throws {
+    let help = try docsHelp()
+    let url = docsPackageRoot.appendingPathComponent("README.md")
+    let readme = try String(contentsOf: url, encoding: .utf8)
+    let expected = docsFlagsSection(help)
+    guard let start = readme.range(of: "\n## Flags\n") else {
+        Issue.record("README.md has no '## Flags' section; it should read:\n\(expected)")
+        return
+    }
+    let rest = readme[start.upperBound...]
+    let end = rest.range(of: "\n## ")?.lowerBound ?? readme.endIndex
+    let current = String(readme[readme.index(after: start.lowerBound)..<end])
+    if current != expected, ProcessInfo.processInfo.environment["XIDLELOCK_UPDATE_DOCS"] == "1" {
+        try readme.replacingCharacters(in: readme.index(after: start.lowerBound)..<end, with: expected)
+            .write(to: url, atomically: true, encoding: .utf8)
+        return
+    }
+    #expect(current == expected, """
+        README.md's '## Flags' section is not what xidlelock --help prints \
+        (XIDLELOCK_UPDATE_DOCS=1 swift test --filter DocsTests writes it). It should read:
+        \(expected)
+        """)
+    // And both ways by name, for a clearer message than the diff above.
+    let known = docsKnownFlags(help)
+    let listed = Set(current.matches(of: /--[a-z][a-z-]*/).map { String($0.output) })
+    for flag in listed.subtracting(known) {
+        Issue.record("README.md lists \(flag), which xidlelock does not know")
+    }
+    for flag in known.subtracting(listed) {
+        Issue.record("README.md's Flags section lacks \(flag)")
+    }
+}

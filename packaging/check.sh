@@ -1,0 +1,255 @@
+#!/bin/sh
+# Packaging checks, run by `make test` through `make packaging-check` (after `make deb`):
+#   1. the shell scripts, the man page, the autostart entry and the user unit lint clean;
+#   2. the example hooks do what they say (against stub commands);
+#   3. `make install` / `make uninstall` into a scratch DESTDIR put and remove exactly
+#      the documented files, with paths that match PREFIX;
+#   4. the .deb: its fields and file list, that every library the binary needs is
+#      owned by a package named in Depends (none from the Swift toolchain), and that
+#      the unpacked binary runs, and answers `xidlelock idle` on a private Xvfb, with
+#      the Swift toolchain hidden.
+# Every check runs; the script fails at the end if any did.
+set -eu
+cd "$(dirname "$0")/.."
+
+failures=0
+note() { printf 'packaging-check: %s\n' "$*"; }
+fail() {
+    printf 'packaging-check: FAIL: %s\n' "$*" >&2
+    failures=$((failures + 1))
+}
+have() { command -v "$1" >/dev/null 2>&1; }
+
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/xidlelock-packaging.XXXXXX")
+xvfb_pid=
+cleanup() {
+    [ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null
+    rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+bin=.build/release/xidlelock
+version=$("$bin" --version | awk '{ print $2 }')
+arch=$(dpkg --print-architecture)
+deb=dist/xidlelock_${version}_${arch}.deb
+[ -f "$deb" ] || { fail "$deb is missing: run 'make deb'"; exit 1; }
+
+# --- 1. Lint -------------------------------------------------------------------
+
+for script in packaging/*.sh packaging/examples/*.sh; do
+    sh -n "$script" || fail "sh -n $script"
+done
+if have shellcheck; then
+    shellcheck -s sh packaging/*.sh packaging/examples/*.sh || fail "shellcheck"
+else
+    note "shellcheck is not installed: skipped"
+fi
+
+out=$(groff -man -ww -Tutf8 man/xidlelock.1 2>&1 >/dev/null) || fail "groff failed on man/xidlelock.1"
+[ -z "$out" ] || fail "groff -ww warns about man/xidlelock.1: $out"
+if have mandoc; then
+    out=$(mandoc -Tlint man/xidlelock.1 2>&1) || true
+    [ -z "$out" ] || fail "mandoc -Tlint man/xidlelock.1: $out"
+fi
+grep -q "^\.TH XIDLELOCK 1 [^ ]* \"xidlelock $version\"" man/xidlelock.1 ||
+    fail "man/xidlelock.1: .TH does not name version $version"
+
+# --- 2. The example hooks, against stubs ------------------------------------------
+
+stubs=$scratch/stubs
+mkdir -p "$stubs"
+# A stub that records its arguments, prints $STUB_<name>_OUT and exits $STUB_<name>_STATUS.
+make_stub() {
+    cat > "$stubs/$1" <<EOF
+#!/bin/sh
+echo "$1 \$*" >> "$scratch/calls"
+[ -z "\${STUB_$1_OUT:-}" ] || echo "\$STUB_$1_OUT"
+exit "\${STUB_$1_STATUS:-0}"
+EOF
+    chmod +x "$stubs/$1"
+}
+make_stub brightnessctl
+make_stub loginctl
+make_stub xsecurelock
+calls() { cat "$scratch/calls" 2>/dev/null; }
+
+# dim-screen.sh: dims, then puts the brightness back on SIGTERM.
+: > "$scratch/calls"
+STUB_brightnessctl_OUT=700 PATH="$stubs:/usr/bin:/bin" sh packaging/examples/dim-screen.sh >/dev/null &
+dim_pid=$!
+waited=0
+until grep -q "set 30%" "$scratch/calls" || [ "$waited" -ge 50 ]; do sleep 0.1; waited=$((waited + 1)); done
+kill -TERM "$dim_pid"
+wait "$dim_pid" || fail "dim-screen.sh exited non-zero after SIGTERM"
+[ "$(calls)" = "$(printf 'brightnessctl get\nbrightnessctl -q set 30%%\nbrightnessctl -q set 700')" ] ||
+    fail "dim-screen.sh did not dim to 30% and restore 700: $(calls)"
+
+# logout.sh: ends the session, and waits until logind lets it go.
+: > "$scratch/calls"
+XDG_SESSION_ID=7 STUB_loginctl_OUT=closing PATH="$stubs:/usr/bin:/bin" \
+    sh packaging/examples/logout.sh >/dev/null 2>&1 || fail "logout.sh failed after a successful logout"
+calls | grep -q "^loginctl terminate-session 7$" || fail "logout.sh did not end session 7: $(calls)"
+calls | grep -q xsecurelock && fail "logout.sh locked after a successful logout"
+
+# logout.sh fails closed: when the session cannot be ended, it locks instead.
+: > "$scratch/calls"
+XDG_SESSION_ID=7 STUB_loginctl_STATUS=1 PATH="$stubs:/usr/bin:/bin" \
+    sh packaging/examples/logout.sh >/dev/null 2>&1 || fail "logout.sh: the fallback locker's status was lost"
+calls | grep -q "^xsecurelock" || fail "logout.sh did not fall back to a locker: $(calls)"
+
+# --- 3. make install / make uninstall ---------------------------------------------
+
+dest=$scratch/dest
+make --no-print-directory install DESTDIR="$dest" >/dev/null || fail "make install"
+expected="/etc/xdg/autostart/xidlelock.desktop
+/usr/local/bin/xidlelock
+/usr/local/lib/systemd/user/xidlelock.service
+/usr/local/share/bash-completion/completions/xidlelock
+/usr/local/share/doc/xidlelock/examples/dim-screen.sh
+/usr/local/share/doc/xidlelock/examples/logout.sh
+/usr/local/share/fish/vendor_completions.d/xidlelock.fish
+/usr/local/share/man/man1/xidlelock.1
+/usr/local/share/zsh/site-functions/_xidlelock"
+got=$(cd "$dest" && find . -type f | sed 's|^\.||' | LC_ALL=C sort)
+[ "$got" = "$expected" ] || fail "make install put other files than expected:
+$got"
+grep -qx 'Exec=/usr/local/bin/xidlelock' "$dest/etc/xdg/autostart/xidlelock.desktop" ||
+    fail "the installed autostart entry does not run /usr/local/bin/xidlelock"
+grep -qx 'ExecStart=/usr/local/bin/xidlelock' "$dest/usr/local/lib/systemd/user/xidlelock.service" ||
+    fail "the installed user unit does not run /usr/local/bin/xidlelock"
+cmp -s "$bin" "$dest/usr/local/bin/xidlelock" || fail "make install did not install the release binary"
+make --no-print-directory uninstall DESTDIR="$dest" >/dev/null || fail "make uninstall"
+left=$(cd "$dest" && find . -type f -o -type d -name xidlelock)
+[ -z "$left" ] || fail "make uninstall left: $left"
+
+# --- 4. The .deb --------------------------------------------------------------------
+
+info=$(dpkg-deb -I "$deb")
+field() { printf '%s\n' "$info" | sed -n "s/^ $1: //p"; }
+[ "$(field Package)" = xidlelock ] || fail "Package is not xidlelock"
+[ "$(field Version)" = "$version" ] || fail "Version $(field Version) is not the binary's $version"
+[ "$(field Architecture)" = "$arch" ] || fail "Architecture is not $arch"
+depends=$(field Depends)
+note "Depends: $depends"
+printf '%s\n' "$depends" | grep -qi swift && fail "Depends names a Swift package: $depends"
+
+contents=$(dpkg-deb -c "$deb")
+for path in ./usr/bin/xidlelock ./usr/share/man/man1/xidlelock.1.gz \
+    ./etc/xdg/autostart/xidlelock.desktop ./usr/lib/systemd/user/xidlelock.service \
+    ./usr/share/bash-completion/completions/xidlelock \
+    ./usr/share/zsh/vendor-completions/_xidlelock \
+    ./usr/share/fish/vendor_completions.d/xidlelock.fish \
+    ./usr/share/doc/xidlelock/examples/dim-screen.sh ./usr/share/doc/xidlelock/examples/logout.sh; do
+    printf '%s\n' "$contents" | awk '{ print $6 }' | grep -qx "$path" || fail "the .deb lacks $path"
+done
+printf '%s\n' "$contents" | awk '$2 != "root/root"' | grep . && fail "files in the .deb not owned by root/root"
+printf '%s\n' "$contents" | awk '{ print $6 }' | grep -E '^\./usr/local|\.build' && fail "the .deb holds build or /usr/local paths"
+dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -qx /etc/xdg/autostart/xidlelock.desktop ||
+    fail "the autostart entry is not a conffile"
+
+root=$scratch/root
+dpkg -x "$deb" "$root"
+unpacked=$root/usr/bin/xidlelock
+
+# The package names in Depends, without versions or alternatives' bars.
+dep_names=$(printf '%s\n' "$depends" | tr ',|' '\n' | sed 's/(.*)//; s/[[:space:]]//g; s/:.*//' | grep .)
+# The package that owns a library file; /lib and /usr/lib are one on merged-/usr systems.
+owner() {
+    for candidate in "$1" "$(readlink -f "$1")" "/usr$1" "${1#/usr}"; do
+        pkg=$(dpkg -S "$candidate" 2>/dev/null | head -n1 | cut -d: -f1) && [ -n "$pkg" ] &&
+            { echo "$pkg"; return 0; }
+    done
+    return 1
+}
+readelf -d "$unpacked" | grep -Eq 'RPATH|RUNPATH' && fail "the binary has an rpath: $(readelf -d "$unpacked" | grep -E 'RPATH|RUNPATH')"
+resolved=$(env -u LD_LIBRARY_PATH ldd "$unpacked")
+for needed in $(readelf -d "$unpacked" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    path=$(printf '%s\n' "$resolved" | awk -v n="$needed" '$1 == n && $2 == "=>" { print $3 } $1 ~ ("/" n "$") { print $1 }' | head -n1)
+    case $path in
+        '' | 'not') fail "NEEDED $needed does not resolve"; continue ;;
+        /opt/swift/*) fail "NEEDED $needed resolves into the Swift toolchain: $path"; continue ;;
+    esac
+    pkg=$(owner "$path") || { fail "NEEDED $needed ($path) belongs to no package"; continue; }
+    printf '%s\n' "$dep_names" | grep -qx "$pkg" || fail "NEEDED $needed comes from $pkg, which Depends does not name"
+done
+printf '%s\n' "$resolved" | grep -q /opt/swift && fail "a library resolves into /opt/swift: $resolved"
+
+# Run the unpacked binary as a user's machine would: no LD_LIBRARY_PATH, no toolchain
+# on PATH, and /opt/swift hidden under an empty tmpfs where a mount namespace is allowed.
+plain_path=/usr/local/bin:/usr/bin:/bin
+hide_toolchain=
+if [ -d /opt/swift ] && unshare -m sh -c 'mount -t tmpfs none /opt/swift' 2>/dev/null; then
+    hide_toolchain=yes
+else
+    note "cannot hide /opt/swift (no mount namespace): relying on ldd and PATH"
+fi
+run_unpacked() {
+    if [ -n "$hide_toolchain" ]; then
+        env -u LD_LIBRARY_PATH PATH="$plain_path" unshare -m sh -c \
+            'mount -t tmpfs none /opt/swift && exec "$@"' sh "$unpacked" "$@"
+    else
+        env -u LD_LIBRARY_PATH PATH="$plain_path" "$unpacked" "$@"
+    fi
+}
+out=$(run_unpacked --version) || fail "the unpacked xidlelock --version failed"
+[ "$out" = "xidlelock $version" ] || fail "the unpacked xidlelock --version printed '$out'"
+
+# A private X server; -displayfd writes the display number it chose.
+if have Xvfb; then
+    Xvfb -displayfd 3 -noreset -nolisten tcp -screen 0 640x480x24 3>"$scratch/display" 2>"$scratch/xvfb.log" &
+    xvfb_pid=$!
+    waited=0
+    until [ -s "$scratch/display" ] || [ "$waited" -ge 100 ]; do sleep 0.1; waited=$((waited + 1)); done
+    display=$(head -n1 "$scratch/display")
+    if [ -z "$display" ]; then
+        fail "Xvfb did not start: $(cat "$scratch/xvfb.log")"
+    else
+        out=$(DISPLAY=":$display" run_unpacked idle) || fail "the unpacked xidlelock idle failed: $out"
+        printf '%s\n' "$out" | grep -Eqx '[0-9]+' || fail "the unpacked xidlelock idle printed '$out', not a number"
+        note "unpacked xidlelock idle on :$display printed $out"
+    fi
+    kill "$xvfb_pid" 2>/dev/null
+    wait "$xvfb_pid" 2>/dev/null || true
+    xvfb_pid=
+else
+    fail "Xvfb is not installed (sh .ci/install-packages test)"
+fi
+
+# The packaged files themselves.
+desktop-file-validate "$root/etc/xdg/autostart/xidlelock.desktop" || fail "desktop-file-validate"
+grep -qx 'Exec=/usr/bin/xidlelock' "$root/etc/xdg/autostart/xidlelock.desktop" ||
+    fail "the packaged autostart entry does not run /usr/bin/xidlelock"
+grep -qx 'ExecStart=/usr/bin/xidlelock' "$root/usr/lib/systemd/user/xidlelock.service" ||
+    fail "the packaged user unit does not run /usr/bin/xidlelock"
+grep -qx 'KillMode=process' "$root/usr/lib/systemd/user/xidlelock.service" ||
+    fail "the user unit lost KillMode=process (stopping it would kill the locker)"
+# systemd-analyze needs a user manager's runtime directory (none runs in a container),
+# an ExecStart that exists (the unpacked binary) and the man page Documentation= names.
+mkdir -p "$scratch/runtime" "$scratch/unit"
+chmod 700 "$scratch/runtime"
+sed "s|^ExecStart=/usr/bin/|ExecStart=$root/usr/bin/|" "$root/usr/lib/systemd/user/xidlelock.service" \
+    > "$scratch/unit/xidlelock.service"
+out=$(XDG_RUNTIME_DIR="$scratch/runtime" MANPATH="$root/usr/share/man" \
+    systemd-analyze --user verify "$scratch/unit/xidlelock.service" 2>&1) ||
+    fail "systemd-analyze --user verify: $out"
+[ -z "$out" ] || fail "systemd-analyze --user verify warns: $out"
+bash -n "$root/usr/share/bash-completion/completions/xidlelock" || fail "bash -n on the packaged completions"
+if have zsh; then zsh -n "$root/usr/share/zsh/vendor-completions/_xidlelock" || fail "zsh -n"; fi
+if have fish; then fish -n "$root/usr/share/fish/vendor_completions.d/xidlelock.fish" || fail "fish -n"; fi
+out=$(zcat "$root/usr/share/man/man1/xidlelock.1.gz" | groff -man -ww -Tutf8 2>&1 >/dev/null)
+[ -z "$out" ] || fail "the packaged man page: $out"
+
+# lintian: findings are reported, not enforced (some need decisions outside packaging,
+# such as a copyright file naming the licence).
+if have lintian; then
+    note "lintian findings:"
+    lintian --tag-display-limit 0 "$deb" 2>&1 | sed 's/^/  /' || true
+fi
+
+note "$(du -k "$deb" | cut -f1) KiB $deb"
+if [ "$failures" -gt 0 ]; then
+    note "$failures check(s) failed"
+    exit 1
+fi
+note "all checks passed"
