@@ -7,7 +7,10 @@ import Testing
 // that every command and flag of the table reaches every shell, and that the shells
 // themselves accept the scripts and complete what a user would expect.
 
-private let valueFlags = Invocation.commands.flatMap(\.options).filter { $0.valueName != nil }
+/// Every flag that takes a value, with the command it belongs to.
+private let valueFlags = Invocation.commands.flatMap { command in
+    command.options.filter { $0.valueName != nil }.map { (command: command.name, option: $0) }
+}
 
 @Test(arguments: CompletionShell.allCases)
 func completionScriptNamesEveryCommandAndFlag(_ shell: CompletionShell) {
@@ -30,13 +33,13 @@ func completionScriptNamesEveryCommandAndFlag(_ shell: CompletionShell) {
     let fish = Completions.script(for: .fish)
     let zsh = Completions.script(for: .zsh)
     #expect(!valueFlags.isEmpty)
-    for option in valueFlags {
+    for (command, option) in valueFlags {
         switch option.valueName {
         case "DURATION":
-            #expect(bash.contains("run:\(option.flag)) return 0 ;;"))
+            #expect(bash.contains("\(command):\(option.flag)) return 0 ;;"))
             #expect(zsh.contains("\(option.flag)=[") && zsh.contains(":duration: '"))
         case "CMD":
-            #expect(bash.contains("run:\(option.flag)) _xidlelock_reply -c"))
+            #expect(bash.contains("\(command):\(option.flag)) _xidlelock_reply -c"))
             #expect(fish.contains("-l \(option.flag.dropFirst(2)) -x -a '(__fish_complete_command)'"))
         default:
             break
