@@ -39,6 +39,13 @@ public final class Agent {
             throw .failed("cannot set up signal and timer descriptors: \(String(cString: strerror(errno)))")
         }
         machine = IdleMachine(config: config, now: Clock.now())
+        children.lockerRecord = LockerRecord(path: control.path + ".locker")
+        // Before anything can fire: a locker left by an earlier agent means locked.
+        if let adopted = children.lockerRecord?.adopt() {
+            children.adoptedLocker = adopted
+            Log.write(.info, "found the locker of an earlier agent running (pid \(adopted.pid))")
+            perform(.lockerAdopted)
+        }
         x.listen(true)
         perform(.start(serverIdle: x.idleTime() ?? .zero))
     }
@@ -58,6 +65,7 @@ public final class Agent {
             fds.append(pollfd(fd: timer, events: Int16(POLLIN), revents: 0))
             fds.append(pollfd(fd: signals, events: Int16(POLLIN), revents: 0))
             fds.append(pollfd(fd: control.listener, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: children.adoptedLocker?.pidfd ?? -1, events: Int16(POLLIN), revents: 0))
             for client in clients {
                 let events = POLLIN | (client.output.isEmpty ? 0 : POLLOUT)
                 fds.append(pollfd(fd: client.fd, events: Int16(events), revents: 0))
@@ -82,7 +90,10 @@ public final class Agent {
             }
             if fds[2].revents != 0 { handleSignals() }
             if fds[3].revents != 0 { control.acceptClients(now: Clock.now().monotonic) }
-            for (client, pfd) in zip(clients, fds[4...]) where pfd.revents != 0 {
+            if fds[4].revents != 0, let end = children.adoptedLockerEnded() {
+                perform(.processEnded(.locker, end))
+            }
+            for (client, pfd) in zip(clients, fds[5...]) where pfd.revents != 0 {
                 serve(client, readable: pfd.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0)
             }
             closeTimedOutClients()

@@ -6,8 +6,12 @@ import IdleCore
 /// session, so it survives the agent and can be stopped as a whole process group.
 struct Children {
     private(set) var running: [pid_t: ProcessRole] = [:]
+    /// Where the running locker is recorded for an agent started after this one.
+    var lockerRecord: LockerRecord?
+    /// A locker started by an earlier agent, watched through a pidfd.
+    var adoptedLocker: (pid: pid_t, pidfd: Int32)?
 
-    var lockerPid: pid_t? { running.first { $0.value == .locker }?.key }
+    var lockerPid: pid_t? { running.first { $0.value == .locker }?.key ?? adoptedLocker?.pid }
 
     /// Starts a command; returns how it ended if it could not be started.
     mutating func run(_ role: ProcessRole, command: String, environment: [EnvironmentVariable]) -> ProcessEnd? {
@@ -26,6 +30,7 @@ struct Children {
             return .failedToStart(String(cString: strerror(err)))
         }
         running[pid] = role
+        if role == .locker { lockerRecord?.save(pid) }
         Log.debug("started \(role) as pid \(pid): \(command)")
         return nil
     }
@@ -39,11 +44,22 @@ struct Children {
             let pid = xil_reap_one(&status, &signal)
             guard pid > 0 else { break }
             guard let role = running.removeValue(forKey: pid) else { continue }
+            if role == .locker { lockerRecord?.remove() }
             let end: ProcessEnd = signal != 0 ? .killed(signal: signal) : .exited(status)
             Log.debug("\(role) (pid \(pid)) \(end)")
             ended.append((role, end))
         }
         return ended
+    }
+
+    /// The adopted locker has ended: its exit status cannot be known.
+    mutating func adoptedLockerEnded() -> ProcessEnd? {
+        guard let adopted = adoptedLocker else { return nil }
+        close(adopted.pidfd)
+        adoptedLocker = nil
+        lockerRecord?.remove()
+        Log.write(.info, "the earlier agent's locker (pid \(adopted.pid)) has ended; its exit status cannot be known")
+        return .exited(0)
     }
 
     /// Ends the process group of every child in this role. Never the locker:

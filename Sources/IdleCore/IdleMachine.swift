@@ -22,6 +22,9 @@ public enum Event: Equatable, Sendable {
     /// `xidlelock disable [--for D]`: no stage fires until enabled (or until `until`, a boottime).
     case disable(until: Millis?)
     case enable
+    /// A locker started by an earlier agent on this display still runs: the screen
+    /// is locked, and no second locker may start. Its end arrives as `.processEnded(.locker, …)`.
+    case lockerAdopted
 }
 
 /// Someone holding the lock off: a client's `inhibit` request.
@@ -235,6 +238,9 @@ public struct IdleMachine: Sendable {
         case .processEnded(let role, let end):
             processEnded(role, end, now, &out)
         case .stop:
+            // A warning of a lock that this agent will no longer bring is withdrawn.
+            for i in notifiersShown { out.append(.terminate(.stage(i))) }
+            notifiersShown = []
             runResumeCommands(now, &out)
             if case .running = locker {
                 out.append(.log(.info, "stopping; the locker keeps running (the screen stays locked)"))
@@ -267,6 +273,9 @@ public struct IdleMachine: Sendable {
             out.append(.announce(.disabled(remaining: until.map { $0 - now.boottime })))
         case .enable:
             if isDisabled { enable(now, &out) }
+        case .lockerAdopted:
+            locker = .running(since: now.boottime, attempt: 1)
+            out.append(.log(.info, "the locker of an earlier agent still runs: the screen is locked; watching it"))
         }
         fireDueStages(now, &out)
         return out

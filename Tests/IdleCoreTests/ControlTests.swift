@@ -318,3 +318,32 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         #expect(HumanText.status(status).contains("inhibited by pid 5 (mpv) (1m30s left): film"))
     }
 }
+
+@Suite struct RestartTests {
+    @Test func anAdoptedLockerMeansLockedAndNoSecondLockerEvenWhenIdleIsPastTheLockTime() {
+        var story = Story(config())
+        story.send(.lockerAdopted)
+        story.send(.start(serverIdle: .hours(1)))
+        #expect(!story.ran.contains(.locker))
+        #expect(story.machine.stateName == "locked")
+        story.advance(.minutes(30))
+        story.send(.wake(serverIdle: .minutes(90)))
+        #expect(!story.ran.contains(.locker))
+        story.send(.processEnded(.locker, .exited(0)))
+        #expect(story.machine.stateName == "active")
+        #expect(story.machine.nextDeadline == story.now.boottime + .minutes(5))
+    }
+
+    @Test func stoppingWithdrawsAShownWarningButNeverTheLocker() {
+        var options = AgentOptions()
+        options.lockAfter = .minutes(5)
+        options.notifyBefore = .seconds(30)
+        options.notifier = "notify-send soon"
+        var story = Story(options.config(locker: "slock"))
+        story.wakeAtDeadline()
+        #expect(story.ran == [.stage(1)])
+        story.send(.stop)
+        #expect(story.actions.contains(.terminate(.stage(1))))
+        #expect(!story.actions.contains(.terminate(.locker)))
+    }
+}

@@ -48,6 +48,10 @@ int xil_peer_credentials(int fd, pid_t *pid, uid_t *uid);
  * the fd or -1 and errno (ENAMETOOLONG for a path that does not fit). */
 int xil_unix_listen(const char *path, int backlog);
 int xil_unix_connect(const char *path);
+/* pidfd_open(2): an fd that becomes readable when the process ends, for a
+ * process that is not our child. Returns the fd or -1 and errno. */
+int xil_pidfd_open(pid_t pid);
+
 /* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC: the fd, or -1 and errno. */
 int xil_accept(int listener);
 
