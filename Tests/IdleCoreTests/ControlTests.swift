@@ -341,9 +341,9 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         options.notifier = "notify-send soon"
         var story = Story(options.config(locker: "slock"))
         story.wakeAtDeadline()
-        #expect(story.ran == [.stage(1)])
+        #expect(story.ran == [.stage(0)])  // stages sort by idle time: notify first
         story.send(.stop)
-        #expect(story.actions.contains(.terminate(.stage(1))))
+        #expect(story.actions.contains(.terminate(.stage(0))))
         #expect(!story.actions.contains(.terminate(.locker)))
     }
 }
