@@ -12,6 +12,8 @@ public final class Agent {
     private let secure: Bool
     private var children = Children()
     private let timer: Int32
+    /// Readable right after every resume from suspend (see xil_resume_watch_create).
+    private let resumeWatch: Int32
     private let signals: Int32
     private var armedDeadline: Millis?
     private var nextInhibitorID = 1
@@ -35,6 +37,11 @@ public final class Agent {
         let watched: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
         signals = watched.withUnsafeBufferPointer { xil_signalfd_for($0.baseAddress) }
         timer = xil_boottime_timer_create()
+        resumeWatch = xil_resume_watch_create()
+        if resumeWatch < 0 {
+            // Gaps are still noticed, at the next wake-up instead of at the resume.
+            Log.write(.warning, "cannot watch for resumes from suspend: \(String(cString: strerror(errno)))")
+        }
         guard signals >= 0, timer >= 0 else {
             throw .failed("cannot set up signal and timer descriptors: \(String(cString: strerror(errno)))")
         }
@@ -50,6 +57,9 @@ public final class Agent {
         perform(.start(serverIdle: x.idleTime() ?? .zero))
     }
 
+    /// The fixed places in the poll set; the control clients follow them.
+    private enum Slot: Int, CaseIterable { case x, timer, signals, listener, adoptedLocker, resumeWatch }
+
     private func loop() -> Never {
         var fds: [pollfd] = []
         var clients: [Connection] = []
@@ -61,11 +71,18 @@ public final class Agent {
 
             clients = Array(control.connections.values)
             fds.removeAll(keepingCapacity: true)
-            fds.append(pollfd(fd: x.fileDescriptor, events: Int16(POLLIN), revents: 0))
-            fds.append(pollfd(fd: timer, events: Int16(POLLIN), revents: 0))
-            fds.append(pollfd(fd: signals, events: Int16(POLLIN), revents: 0))
-            fds.append(pollfd(fd: control.listener, events: Int16(POLLIN), revents: 0))
-            fds.append(pollfd(fd: children.adoptedLocker?.pidfd ?? -1, events: Int16(POLLIN), revents: 0))
+            for slot in Slot.allCases {
+                // A negative fd is skipped by poll.
+                let fd = switch slot {
+                case .x: x.fileDescriptor
+                case .timer: timer
+                case .signals: signals
+                case .listener: control.listener
+                case .adoptedLocker: children.adoptedLocker?.pidfd ?? -1
+                case .resumeWatch: resumeWatch
+                }
+                fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0))
+            }
             for client in clients {
                 let events = POLLIN | (client.output.isEmpty ? 0 : POLLOUT)
                 fds.append(pollfd(fd: client.fd, events: Int16(events), revents: 0))
@@ -82,22 +99,27 @@ public final class Agent {
                 Log.write(.error, "poll failed: \(String(cString: strerror(errno)))")
                 exit(1)
             }
-            if fds[1].revents != 0 {
+            func isReady(_ slot: Slot) -> Bool { fds[slot.rawValue].revents != 0 }
+            if isReady(.timer) {
                 var expirations: UInt64 = 0
                 _ = read(timer, &expirations, 8)
                 armedDeadline = nil
                 perform(.wake(serverIdle: x.idleTime()))
             }
-            if fds[2].revents != 0 { handleSignals() }
-            if fds[3].revents != 0 { control.acceptClients(now: Clock.now().monotonic) }
-            if fds[4].revents != 0, let end = children.adoptedLockerEnded() {
+            if isReady(.signals) { handleSignals() }
+            if isReady(.listener) { control.acceptClients(now: Clock.now().monotonic) }
+            if isReady(.adoptedLocker), let end = children.adoptedLockerEnded() {
                 perform(.processEnded(.locker, end))
             }
-            for (client, pfd) in zip(clients, fds[5...]) where pfd.revents != 0 {
+            if isReady(.resumeWatch), xil_resume_watch_check(resumeWatch) == 1 {
+                // A resume (or a wall-clock change): notice any suspend gap now.
+                perform(.wake(serverIdle: x.idleTime()))
+            }
+            for (client, pfd) in zip(clients, fds[Slot.allCases.count...]) where pfd.revents != 0 {
                 serve(client, readable: pfd.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0)
             }
             closeTimedOutClients()
-            // fds[0]: the drain at the top reads it; a hang-up reaches the I/O error handler there.
+            // The X slot: the drain at the top reads it; a hang-up reaches the I/O error handler there.
         }
     }
 

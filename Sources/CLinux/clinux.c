@@ -205,3 +205,32 @@ int xil_pidfd_open(pid_t pid) {
     return -1;
 #endif
 }
+
+static int resume_watch_arm(int fd) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct itimerspec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.it_value.tv_sec = now.tv_sec + 100LL * 365 * 86400;
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &spec, NULL);
+}
+
+int xil_resume_watch_create(void) {
+    int fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (fd < 0) return -1;
+    if (resume_watch_arm(fd) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int xil_resume_watch_check(int fd) {
+    uint64_t ticks;
+    ssize_t n = read(fd, &ticks, sizeof ticks);
+    if (n < 0 && errno == ECANCELED) return resume_watch_arm(fd) == 0 ? 1 : -1;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    return n < 0 ? -1 : 0;
+}

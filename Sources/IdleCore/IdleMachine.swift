@@ -137,32 +137,39 @@ public enum LockerState: Equatable, Sendable {
 /// The idle state machine: events in, actions out, time passed in.
 ///
 /// Idle time is measured on CLOCK_BOOTTIME from `lastActivity`, so time spent
-/// suspended counts as idle unless the configuration says otherwise. Nothing
+/// suspended counts as idle unless the configuration says otherwise. The X
+/// server's idle counter runs on CLOCK_MONOTONIC, which stops during suspend, so
+/// every activity is kept in both clocks and the cross-check is made on the
+/// monotonic one. Nothing
 /// here reads a clock, touches X or starts a process; the edges do that.
 public struct IdleMachine: Sendable {
     public let config: AgentConfig
 
-    /// Boottime of the last activity: input, a server-counter reset, an unlock.
-    public private(set) var lastActivity: Millis
-    /// Boottime of the last raw input event seen.
-    public private(set) var lastInput: Millis?
+    /// The last activity (input, a server-counter reset, an unlock), in both clocks.
+    public private(set) var lastActivityAt: Instant
+    /// Boottime of the last activity.
+    public var lastActivity: Millis { lastActivityAt.boottime }
+    /// The last raw input event seen.
+    public private(set) var lastInput: Instant?
     /// Index of the next stage to fire in this idle period.
     public private(set) var nextStage = 0
     public private(set) var locker: LockerState = .unlocked
     public private(set) var lastSuspendGap: SuspendGap?
-    /// Suspended time inside the current idle period (given to hooks).
-    public private(set) var suspendedThisPeriod = Millis.zero
     /// Whether the agent should listen to raw input now. After input it need not:
     /// the server's idle counter tells the rest at the next deadline, so a
     /// 1000 Hz mouse costs one event per idle period instead of a thousand a second.
     public private(set) var listensForInput = true
 
     var listeningResumesAt: Millis?
-    var listeningSince: Millis
+    var listeningSince: Instant
     var resumesDue: [Int] = []
     var notifiersShown: [Int] = []
     var lastOnUnlock: Millis?
     var suspendOffset: Millis
+    /// Gaps noticed since the last activity: the monotonic time each was noticed and
+    /// the suspend offset before it. Server activity is placed with the offset in
+    /// force at its time, before a gap when in doubt (which locks rather than not).
+    var gapsSinceActivity: [(noticedAt: Millis, offsetBefore: Millis)] = []
     var reported: Set<Disagreement> = []
     public private(set) var inhibitors: [Inhibitor] = []
     /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
@@ -180,12 +187,15 @@ public struct IdleMachine: Sendable {
 
     public init(config: AgentConfig, now: Instant) {
         self.config = config
-        self.lastActivity = now.boottime
-        self.listeningSince = now.boottime
+        self.lastActivityAt = now
+        self.listeningSince = now
         self.suspendOffset = now.suspended
     }
 
     public func idle(at now: Instant) -> Millis { now.boottime - lastActivity }
+
+    /// Time suspended since the last activity (given to hooks).
+    public func suspended(at now: Instant) -> Millis { now.suspended - lastActivityAt.suspended }
 
     /// The boottime of the next thing the machine must wake up for, if any.
     /// Between deadlines the agent sleeps: nothing here needs polling.
@@ -216,24 +226,24 @@ public struct IdleMachine: Sendable {
 
     public mutating func handle(_ event: Event, at now: Instant) -> [Action] {
         var out: [Action] = []
-        let gap = noteSuspendGap(now, &out)
+        noteSuspendGap(now, &out)
         endExpiredHolds(now, &out)
         switch event {
         case .start(let serverIdle):
-            lastActivity = now.boottime - serverIdle
+            lastActivityAt = Instant(monotonic: now.monotonic - serverIdle, boottime: now.boottime - serverIdle)
             out.append(.log(.info, "started; idle for \(serverIdle) already; " + describeStages()))
         case .input:
-            lastInput = now.boottime
-            activity(at: now.boottime, now, &out)
+            lastInput = now
+            activity(at: now, now, &out)
             pauseListening(now)
         case .wake(let serverIdle):
-            if let serverIdle { crossCheck(serverIdle: serverIdle, gapNoticedNow: gap, now, &out) }
+            if let serverIdle { crossCheck(serverIdle: serverIdle, now, &out) }
             // A reading of the counter is what made a pause safe; a pause without an end
             // (nothing was due) ends at the first reading.
             if serverIdle != nil, !listensForInput, now.boottime >= listeningResumesAt ?? now.boottime {
                 listensForInput = true
                 listeningResumesAt = nil
-                listeningSince = now.boottime
+                listeningSince = now
             }
         case .processEnded(let role, let end):
             processEnded(role, end, now, &out)
@@ -257,7 +267,7 @@ public struct IdleMachine: Sendable {
             }
         case .reset:
             out.append(.log(.debug, "reset requested: counting as activity"))
-            activity(at: now.boottime, now, &out)
+            activity(at: now, now, &out)
         case .inhibit(let inhibitor):
             inhibitors.append(inhibitor)
             let span = inhibitor.until.map { "for \($0 - now.boottime)" } ?? "while it runs"
@@ -283,37 +293,44 @@ public struct IdleMachine: Sendable {
 
     // MARK: Suspend gaps
 
-    mutating func noteSuspendGap(_ now: Instant, _ out: inout [Action]) -> Millis {
-        let grown = now.suspended - suspendOffset
+    mutating func noteSuspendGap(_ now: Instant, _ out: inout [Action]) {
+        let offsetBefore = suspendOffset
+        let grown = now.suspended - offsetBefore
         suspendOffset = now.suspended
-        guard grown >= IdleMachine.gapThreshold else { return .zero }
+        guard grown >= IdleMachine.gapThreshold else { return }
         lastSuspendGap = SuspendGap(noticedAt: now.boottime, length: grown)
         out.append(.announce(.suspendGap(length: grown)))
         let idleBefore = now.boottime - grown - lastActivity
         if config.suspendCountsAsIdle {
-            suspendedThisPeriod += grown
+            gapsSinceActivity.append((noticedAt: now.monotonic, offsetBefore: offsetBefore))
             out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; counted as idle time"))
         } else {
-            lastActivity = max(lastActivity, now.boottime)
-            suspendedThisPeriod = .zero
             out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; the idle time restarts (--suspend-resets-idle)"))
+            restartIdlePeriod(at: now, now, &out)
         }
-        return grown
+    }
+
+    /// `--suspend-resets-idle`: the idle period starts again at the resume (the
+    /// agent wakes at every resume), stages and all; the user is not back, so
+    /// resume commands wait for real activity.
+    mutating func restartIdlePeriod(at t: Instant, _ now: Instant, _ out: inout [Action]) {
+        lastActivityAt = t
+        gapsSinceActivity = []
+        for i in notifiersShown { out.append(.terminate(.stage(i))) }
+        notifiersShown = []
+        nextStage = 0
     }
 
     // MARK: Activity
 
-    /// Compares the server's idle counter with what raw input told us.
-    mutating func crossCheck(serverIdle: Millis, gapNoticedNow gap: Millis, _ now: Instant, _ out: inout [Action]) {
+    /// Compares the server's idle counter with what raw input told us. The counter
+    /// runs on the monotonic clock, so the comparison is made there.
+    mutating func crossCheck(serverIdle: Millis, _ now: Instant, _ out: inout [Action]) {
         let tolerance = IdleMachine.crossCheckTolerance
-        // The server's clock stops during suspend. Activity it saw that the machine
-        // did not, when a gap is noticed at this very wake-up, is placed before the
-        // gap: the conservative reading, which locks rather than not.
-        var serverActivity = now.boottime - serverIdle
-        if serverActivity > lastActivity + tolerance { serverActivity = serverActivity - gap }
-        if serverActivity > lastActivity + tolerance {
+        let serverActivity = now.monotonic - serverIdle
+        if serverActivity > lastActivityAt.monotonic + tolerance {
             // While listening was paused, input is the likely cause: it was not heard on purpose.
-            let explainedByInput = !listensForInput || serverActivity <= listeningSince + tolerance
+            let explainedByInput = !listensForInput || serverActivity <= listeningSince.monotonic + tolerance
             if !explainedByInput {
                 report(.resetWithoutInput, config.screensaverResetCountsAsActivity
                     ? "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp); counting that as activity, as --ignore-screensaver-reset would not"
@@ -321,9 +338,10 @@ public struct IdleMachine: Sendable {
                     &out)
             }
             if explainedByInput || config.screensaverResetCountsAsActivity {
-                activity(at: serverActivity, now, &out)
+                let offset = gapsSinceActivity.first { serverActivity < $0.noticedAt }?.offsetBefore ?? now.suspended
+                activity(at: Instant(monotonic: serverActivity, boottime: serverActivity + offset), now, &out)
             }
-        } else if let input = lastInput, input > serverActivity + .seconds(1) {
+        } else if let input = lastInput, input.monotonic > serverActivity + .seconds(1) {
             report(.inputNotCounted, "raw input arrived that the X server's idle counter did not count; trusting the raw input", &out)
         }
     }
@@ -376,17 +394,17 @@ public struct IdleMachine: Sendable {
         return due <= .zero ? "; stage '\(name)' is due now (idle \(idle(at: now)))" : "; stage '\(name)' in \(due)"
     }
 
-    /// Activity at boottime `t`: a new idle period begins.
-    mutating func activity(at t: Millis, _ now: Instant, _ out: inout [Action], unlocking: Bool = false) {
-        guard t > lastActivity else { return }
-        let idle = t - lastActivity
-        lastActivity = t
-        suspendedThisPeriod = .zero
+    /// Activity at `t`: a new idle period begins. Activity older than the last is ignored.
+    mutating func activity(at t: Instant, _ now: Instant, _ out: inout [Action], unlocking: Bool = false) {
+        guard t.boottime >= lastActivity else { return }
+        let idle = t.boottime - lastActivity
+        lastActivityAt = t
+        gapsSinceActivity.removeAll { $0.noticedAt <= t.monotonic }
         if case .retrying = locker {
             locker = .unlocked
             out.append(.log(.warning, "input while the locker kept failing: the user is back; the next lock comes after the lock time"))
         }
-        guard nextStage > 0 else { return }
+        guard nextStage > 0 || !resumesDue.isEmpty else { return }
         if !isLocked { out.append(.log(.info, "activity after \(idle) idle")) }
         // An unlock is announced as such; input while locked (resume commands) is activity.
         if !unlocking { out.append(.announce(.activityResumed(idleBefore: idle))) }
@@ -440,7 +458,7 @@ public struct IdleMachine: Sendable {
                 out.append(.run(.stage(i), command: stage.command, environment: environment(stage.name, stage, now)))
                 out.append(.announce(.stageFired(name: stage.name, idle: idle)))
             }
-            if stage.resumeCommand != nil { resumesDue.append(i) }
+            if stage.resumeCommand != nil && !resumesDue.contains(i) { resumesDue.append(i) }
         }
     }
 
@@ -486,8 +504,12 @@ public struct IdleMachine: Sendable {
             out.append(.log(.warning, "the locker \(end) after \(ran); taking that as unlocked"))
         }
         let stage = config.lockStage
+        // Built before the idle period restarts: how long the user was away.
+        var env = environment("unlock", stage, now)
+        env.append(EnvironmentVariable("XIDLELOCK_LOCKED_MS", String(ran.value)))
         out.append(.announce(.unlocked(lockedFor: ran)))
-        activity(at: now.boottime, now, &out, unlocking: true)
+        activity(at: now, now, &out, unlocking: true)
+        nextStage = 0
         locker = .unlocked
         lockRequested = false
         guard let hook = config.onUnlock else { return }
@@ -496,8 +518,6 @@ public struct IdleMachine: Sendable {
             return
         }
         lastOnUnlock = now.boottime
-        var env = environment("unlock", stage, now)
-        env.append(EnvironmentVariable("XIDLELOCK_LOCKED_MS", String(ran.value)))
         out.append(.run(.onUnlock, command: hook, environment: env))
     }
 
@@ -507,7 +527,7 @@ public struct IdleMachine: Sendable {
         var env = [
             EnvironmentVariable("XIDLELOCK_EVENT", event),
             EnvironmentVariable("XIDLELOCK_IDLE_MS", String(idle(at: now).value)),
-            EnvironmentVariable("XIDLELOCK_SUSPEND_GAP_MS", String(suspendedThisPeriod.value)),
+            EnvironmentVariable("XIDLELOCK_SUSPEND_GAP_MS", String(suspended(at: now).value)),
         ]
         if let stage { env.append(EnvironmentVariable("XIDLELOCK_STAGE", stage.name)) }
         return env

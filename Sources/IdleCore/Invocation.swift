@@ -336,7 +336,7 @@ public enum Invocation: Equatable, Sendable {
         if let first = parsed.positionals.first {
             throw UsageError("unknown command '\(first)' (commands: \(commands.map(\.name).joined(separator: ", ")), help)")
         }
-        try options.validate(Set(args.map { String($0.prefix { $0 != "=" }) }))
+        try options.validate(parsed.flags)
         return .agent(options)
     }
 

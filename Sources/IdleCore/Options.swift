@@ -36,6 +36,8 @@ extension OptionSpec {
 struct ParsedArguments {
     var positionals: [String] = []
     var helpRequested = false
+    /// The flags given (not their values: `--locker --quiet` gives a locker named `--quiet`).
+    var flags: Set<String> = []
 }
 
 /// Reads `--flag`, `--flag value`, `--flag=value`, `-h`/`--help`, and `--` (after which
@@ -71,6 +73,7 @@ func parseArguments<Options>(
         guard let spec = table.first(where: { $0.flag == name }) else {
             throw UsageError("unknown option '\(name)' for '\(command)' (see '\(command) --help')")
         }
+        parsed.flags.insert(name)
         if let valueName = spec.valueName {
             let value: String
             if let inlineValue {

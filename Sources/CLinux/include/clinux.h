@@ -15,6 +15,16 @@ int xil_boottime_timer_create(void);
 /* Arms the timer at an absolute boottime; a deadline <= 0 disarms it. */
 int xil_timer_arm_at(int fd, int64_t boottime_ns);
 
+/* A resume watch: a CLOCK_REALTIME timerfd armed a century ahead with
+ * TFD_TIMER_CANCEL_ON_SET. It never fires; the kernel cancels it when the wall
+ * clock is set and, since Linux 5.14 (timerfd_resume), at every resume from
+ * suspend, which makes it readable. No periodic wake-up is involved.
+ * Returns the fd or -1 and errno. */
+int xil_resume_watch_create(void);
+/* Reads the watch: 1 if it was cancelled (resume or clock change; re-armed),
+ * 0 if not, -1 and errno on error. */
+int xil_resume_watch_check(int fd);
+
 /* Blocks the given signals (0-terminated list) and returns a signalfd for them. */
 int xil_signalfd_for(const int *signals);
 /* Reads one signal from a signalfd: returns the signal number, 0 if none is
