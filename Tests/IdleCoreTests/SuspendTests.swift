@@ -162,4 +162,35 @@ struct SuspendTests {
         s.wait(until: resumedAt + .minutes(15))
         #expect(s.actions.lockerStarts == 1)
     }
+
+    @Test("with --suspend-resets-idle, a locker that fails after a resume still leaves the next lock coming")
+    func lockerEndingAfterResumeKeepsTheNextLock() {
+        var s = Story(flags: "--lock-after", "10m", "--suspend-resets-idle")
+        s.wait(until: Story.at(.minutes(10)))
+        #expect(s.machine.isLocked)
+        #expect(s.suspend(for: .hours(1)).isEmpty, "nothing to wake for while locked")
+        let ended = s.lockerExits(.exited(1))  // e.g. the locker trips over the display on resume
+        #expect(ended.logs(.warning).contains { $0.contains("taking that as unlocked") })
+        #expect(s.machine.locker == .unlocked)
+        withKnownIssue("the gap sets lastActivity to now, so the unlock's activity(at: now) returns early and nextStage stays past the lock") {
+            #expect(s.machine.nextDeadline == s.now + .minutes(10))
+            s.wait(for: .hours(2))
+            #expect(s.actions.lockerStarts == 2, "locked again after 10m of idle")
+        }
+    }
+
+    @Test("with --suspend-resets-idle, coming back after a resume runs the resume commands")
+    func inputAfterResumeRunsResumeCommands() {
+        var config = customStages
+        config.suspendCountsAsIdle = false
+        var s = Story(config)
+        s.wait(until: Story.at(.minutes(25)))
+        #expect(s.actions.started == [.stage(0), .stage(1), .locker, .stage(3)])
+        let mark = s.actions.count
+        s.suspend(for: .hours(1))
+        s.input()
+        withKnownIssue("the gap sets lastActivity to now, so the input's activity(at: now) returns early: no resume commands, stages not restarted") {
+            #expect(Array(s.actions[mark...]).started == [.resume(0), .resume(3)])
+        }
+    }
 }
