@@ -20,6 +20,7 @@ struct MonthTests {
         // The month exercised what it claims to.
         #expect(report.locks >= 100 && report.gaps >= 30 && report.lockerRestarts >= 3, "\(report)")
         #expect(report.warnings >= report.locks, "\(report)")
+        #expect(report.onUnlockRuns > 30 && report.onUnlockRuns < report.unlocks, "the interval skipped some: \(report)")
         #expect(report.suspends > report.gaps, "tiny gaps under 100 ms are in the month too: \(report)")
         MonthTests.knownLateLocks(report)
     }

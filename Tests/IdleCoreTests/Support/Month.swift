@@ -112,6 +112,7 @@ struct MonthReport: CustomStringConvertible {
     var lockerRestarts = 0
     var warnings = 0
     var resumeCommands = 0
+    var onUnlockRuns = 0
     var customStageRuns = 0
     /// Events after which the machine will not wake by the time the lock is due
     /// (a lock that will come late). Counted apart: a known issue (see SuspendTests).
@@ -131,7 +132,7 @@ struct MonthReport: CustomStringConvertible {
     var description: String {
         "\(machineEvents) events (\(inputsReported) input reports of \(userInputs) inputs, \(screensaverResets) resets), "
             + "\(suspends) suspends (\(gaps) gaps), \(locks) locks, \(unlocks) unlocks, \(lockerRestarts) restarts, "
-            + "\(warnings) warnings, \(customStageRuns) custom stage runs, \(resumeCommands) resume commands, "
+            + "\(warnings) warnings, \(customStageRuns) custom stage runs, \(resumeCommands) resume commands, \(onUnlockRuns) on-unlock runs, "
             + "\(lateLockDeadlines) late lock deadlines (at worst \(longestLateness) late), \(unwarnedLocks) unwarned locks, "
             + "\(unlockedWithoutDeadline) unlocked without a deadline, "
             + "\(violations) violations"
@@ -172,6 +173,7 @@ struct MonthSimulation {
     private var firedThisPeriod = -1
     private var resumesOwed: Set<Int> = []
     private var listeningBound: Millis?
+    private var lastOnUnlock: Millis?
 
     private let lockAfter: Millis
     private let lockIndex: Int
@@ -354,6 +356,17 @@ struct MonthSimulation {
             check(!lockerAlive, "unlocked while the locker still runs")
             awaitingUnlock = false
             trueActivity = max(trueActivity, now)  // an unlock restarts the idle period
+            // --on-unlock follows a locker's end (not input that stops the retries), at most once per interval.
+            var lockerEnded = false
+            if case .processEnded(.locker, _) = event { lockerEnded = true }
+            let due = lockerEnded && config.onUnlock != nil
+                && (lastOnUnlock.map { now - $0 >= config.onUnlockInterval } ?? true)
+            let ran = actions.runs(.onUnlock).count
+            check(ran == (due ? 1 : 0), "on-unlock ran \(ran) times at \(now), last at \(String(describing: lastOnUnlock))")
+            if ran > 0 {
+                lastOnUnlock = now
+                report.onUnlockRuns += 1
+            }
         }
         if case .running = machine.locker { check(lockerAlive, "the machine thinks a dead locker runs") }
 
