@@ -1,0 +1,88 @@
+import IdleCore
+import Testing
+
+@Suite("A simulated month")
+struct MonthTests {
+    /// Warn a minute ahead, lock at 10m, sync mail on unlock at most every half hour.
+    static let everyday = Story.config(["--lock-after", "10m", "--notify-before", "1m", "--notifier", "warn",
+                                        "--on-unlock", "sync-mail", "--on-unlock-interval", "30m"])
+
+    @Test("a month of work, breaks, videos, suspends and locks keeps every promise, in well under a second")
+    func month() {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var simulation = MonthSimulation(config: MonthTests.everyday, seed: 0x5EED_2026)
+        let report = simulation.run()
+        let took = clock.now - start
+        #expect(took < .seconds(1), "took \(took)")
+        MonthTests.expectSound(report)
+        #expect(report.unwarnedLocks == 0, "\(report)")
+        // The month exercised what it claims to.
+        #expect(report.locks >= 100 && report.gaps >= 30 && report.lockerRestarts >= 3, "\(report)")
+        #expect(report.warnings >= report.locks, "\(report)")
+        #expect(report.onUnlockRuns > 30 && report.onUnlockRuns < report.unlocks, "the interval skipped some: \(report)")
+        #expect(report.suspends > report.gaps, "tiny gaps under 100 ms are in the month too: \(report)")
+        MonthTests.knownLateLocks(report)
+    }
+
+    @Test("three other months keep every promise too", arguments: [1, 2, 3] as [UInt64])
+    func otherMonths(seed: UInt64) {
+        var simulation = MonthSimulation(config: MonthTests.everyday, seed: seed)
+        let report = simulation.run()
+        MonthTests.expectSound(report)
+        #expect(report.unwarnedLocks == 0, "\(report)")
+        MonthTests.knownLateLocks(report)
+    }
+
+    @Test("a month with only the defaults")
+    func plainMonth() {
+        var simulation = MonthSimulation(config: Story.config([]), seed: 2)
+        let report = simulation.run()
+        MonthTests.expectSound(report)
+        #expect(report.lateLockDeadlines == 0, "\(report.firstLate)")
+        #expect(report.unlockedWithoutDeadline == 0)
+    }
+
+    @Test("a month with custom stages and resume commands")
+    func customStageMonth() {
+        var simulation = MonthSimulation(config: customStages, seed: 2)
+        let report = simulation.run()
+        MonthTests.expectSound(report)
+        #expect(report.customStageRuns > 1_000 && report.resumeCommands > 500, "\(report)")
+        #expect(report.lateLockDeadlines == 0, "\(report.firstLate)")
+        #expect(report.unlockedWithoutDeadline == 0)
+    }
+
+    @Test("a month with --ignore-screensaver-reset and --suspend-resets-idle")
+    func strictMonth() {
+        let config = Story.config(["--lock-after", "5m", "--notify-before", "30s", "--notifier", "warn",
+                                   "--ignore-screensaver-reset", "--suspend-resets-idle"])
+        var simulation = MonthSimulation(config: config, seed: 3)
+        let report = simulation.run()
+        MonthTests.expectSound(report)
+        #expect(report.inputsReported > report.userInputs / 2, "listening resumes a second after input: \(report)")
+        withKnownIssue("a gap with --suspend-resets-idle restarts the idle time but not the stages: the lock comes without its warning") {
+            #expect(report.unwarnedLocks == 0, "\(report)")
+        }
+        withKnownIssue("a locker ending as the first event after a gap, with --suspend-resets-idle, leaves the machine unlocked with no deadline") {
+            #expect(report.unlockedWithoutDeadline == 0, "\(report)")
+        }
+    }
+
+    /// The promises every month must keep, whatever its configuration.
+    static func expectSound(_ report: MonthReport, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(report.violations == 0, "\(report.firstViolations)", sourceLocation: sourceLocation)
+        #expect(report.locks > 50 && report.gaps > 20 && report.lockerRestarts > 0, "\(report)",
+                sourceLocation: sourceLocation)
+        #expect(report.unlocks == report.locks || report.unlocks == report.locks - 1, "\(report)",
+                sourceLocation: sourceLocation)
+    }
+
+    /// Known issue: a server reading after the wake that noticed a gap counts the gap as activity.
+    static func knownLateLocks(_ report: MonthReport, sourceLocation: SourceLocation = #_sourceLocation) {
+        withKnownIssue("the cross-check forgets suspend gaps noticed at earlier events (see SuspendTests)") {
+            #expect(report.lateLockDeadlines == 0, "\(report.firstLate)", sourceLocation: sourceLocation)
+        }
+        #expect(report.unlockedWithoutDeadline == 0, "\(report)", sourceLocation: sourceLocation)
+    }
+}
