@@ -2,7 +2,7 @@ import IdleCore
 import Testing
 
 /// A fake clock and the machine, for stories about holds and requests.
-private struct Story {
+private struct HoldStory {
     var machine: IdleMachine
     var now = Instant(monotonic: .seconds(100), boottime: .seconds(100))
     var actions: [Action] = []
@@ -218,7 +218,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
 
 @Suite struct HoldTests {
     @Test func anInhibitorHoldsEveryStageOff() {
-        var story = Story(config([dim]))
+        var story = HoldStory(config([dim]))
         story.send(.inhibit(Inhibitor(id: 1, who: "pid 9 (mpv)", why: "video", until: nil)))
         #expect(story.machine.nextDeadline == nil)
         #expect(story.machine.stateName == "inhibited")
@@ -229,7 +229,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
 
     @Test func whenTheInhibitorEndsDueStagesFireAtOnceAndTheRestOnTime() {
         // The anchors xidlehook and hypridle never fire again here without new input.
-        var story = Story(config([dim]))
+        var story = HoldStory(config([dim]))
         story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
         story.advance(.seconds(250))  // past dim (240 s), before lock (300 s)
         story.send(.uninhibit(id: 1))
@@ -241,7 +241,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
     }
 
     @Test func aTimedInhibitorEndsByItselfAtItsDeadline() {
-        var story = Story(config())
+        var story = HoldStory(config())
         let until = story.now.boottime + .minutes(30)
         story.send(.inhibit(Inhibitor(id: 7, who: "w", why: "slides", until: until)))
         #expect(story.machine.nextDeadline == until)
@@ -251,7 +251,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
     }
 
     @Test func disableForADurationThenEnable() {
-        var story = Story(config())
+        var story = HoldStory(config())
         story.send(.disable(until: story.now.boottime + .hours(1)))
         #expect(story.machine.stateName == "disabled")
         story.advance(.minutes(10))
@@ -263,7 +263,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
     }
 
     @Test func resumeCommandsStillRunWhenAnInhibitorCameAfterTheStage() {
-        var story = Story(config([dim]))
+        var story = HoldStory(config([dim]))
         story.wakeAtDeadline()
         #expect(story.ran == [.stage(0)])
         story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
@@ -273,7 +273,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
     }
 
     @Test func lockNowLocksEvenWhileInhibitedButNeverTwice() {
-        var story = Story(config())
+        var story = HoldStory(config())
         story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
         story.send(.lockNow)
         #expect(story.ran == [.locker])
@@ -284,14 +284,14 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
     }
 
     @Test func resetCountsAsActivity() {
-        var story = Story(config(), idle: .minutes(4))
+        var story = HoldStory(config(), idle: .minutes(4))
         #expect(story.machine.nextDeadline == story.now.boottime + .minutes(1))
         story.send(.reset)
         #expect(story.machine.nextDeadline == story.now.boottime + .minutes(5))
     }
 
     @Test func listeningPausedWhileHeldResumesAtTheNextReading() {
-        var story = Story(config())
+        var story = HoldStory(config())
         story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
         story.send(.input)
         #expect(!story.machine.listensForInput)  // nothing is due: no need to hear input
@@ -304,7 +304,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
     }
 
     @Test func statusSaysWhatIsHappeningInRelativeTime() {
-        var story = Story(config([dim]), idle: .minutes(1))
+        var story = HoldStory(config([dim]), idle: .minutes(1))
         let until = story.now.boottime + .seconds(90)
         story.send(.inhibit(Inhibitor(id: 2, who: "pid 5 (mpv)", why: "film", until: until)))
         let status = JSONValue.object(story.machine.statusFields(at: story.now, lockerPid: nil))
@@ -321,7 +321,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
 
 @Suite struct RestartTests {
     @Test func anAdoptedLockerMeansLockedAndNoSecondLockerEvenWhenIdleIsPastTheLockTime() {
-        var story = Story(config())
+        var story = HoldStory(config())
         story.send(.lockerAdopted)
         story.send(.start(serverIdle: .hours(1)))
         #expect(!story.ran.contains(.locker))
@@ -339,7 +339,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         options.lockAfter = .minutes(5)
         options.notifyBefore = .seconds(30)
         options.notifier = "notify-send soon"
-        var story = Story(options.config(locker: "slock"))
+        var story = HoldStory(options.config(locker: "slock"))
         story.wakeAtDeadline()
         #expect(story.ran == [.stage(0)])  // stages sort by idle time: notify first
         story.send(.stop)

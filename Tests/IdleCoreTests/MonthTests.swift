@@ -61,12 +61,8 @@ struct MonthTests {
         let report = simulation.run()
         MonthTests.expectSound(report)
         #expect(report.inputsReported > report.userInputs / 2, "listening resumes a second after input: \(report)")
-        withKnownIssue("a gap with --suspend-resets-idle restarts the idle time but not the stages: the lock comes without its warning") {
-            #expect(report.unwarnedLocks == 0, "\(report)")
-        }
-        withKnownIssue("a locker ending as the first event after a gap, with --suspend-resets-idle, leaves the machine unlocked with no deadline") {
-            #expect(report.unlockedWithoutDeadline == 0, "\(report)")
-        }
+        #expect(report.unwarnedLocks == 0, "\(report)")
+        #expect(report.unlockedWithoutDeadline == 0, "\(report)")
     }
 
     /// The promises every month must keep, whatever its configuration.
@@ -80,9 +76,7 @@ struct MonthTests {
 
     /// Known issue: a server reading after the wake that noticed a gap counts the gap as activity.
     static func knownLateLocks(_ report: MonthReport, sourceLocation: SourceLocation = #_sourceLocation) {
-        withKnownIssue("the cross-check forgets suspend gaps noticed at earlier events (see SuspendTests)") {
-            #expect(report.lateLockDeadlines == 0, "\(report.firstLate)", sourceLocation: sourceLocation)
-        }
+        #expect(report.lateLockDeadlines == 0, "\(report.firstLate)", sourceLocation: sourceLocation)
         #expect(report.unlockedWithoutDeadline == 0, "\(report)", sourceLocation: sourceLocation)
     }
 }

@@ -129,7 +129,7 @@ struct HookEnvironmentTests {
         #expect(env?["XIDLELOCK_EVENT"] == "unlock")
         #expect(env?["XIDLELOCK_LOCKED_MS"] == "42000")
         #expect(env?["XIDLELOCK_STAGE"] == "lock")
-        #expect(env?["XIDLELOCK_IDLE_MS"] == "0")
+        #expect(env?["XIDLELOCK_IDLE_MS"] == "642000", "how long the user was away: 10m idle + 42s locked")
     }
 
     @Test("a restarted locker is told the idle time at its restart")

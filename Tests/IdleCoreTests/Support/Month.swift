@@ -259,6 +259,8 @@ struct MonthSimulation {
             clock.boottime += span
             // Children that would have ended while asleep are reaped on resume.
             for i in pending.indices where pending[i].at < clock.boottime { pending[i].at = clock.boottime }
+            // The agent wakes at every resume (its resume watch) and reads the counter.
+            deliver(.wake(serverIdle: clock.monotonic - serverActivity))
         }
     }
 
@@ -344,7 +346,7 @@ struct MonthSimulation {
             case .terminate(let role):
                 check(role != .locker, "the locker was terminated")
                 terminated(role)
-            case .log:
+            case .log, .announce:
                 break
             }
         }

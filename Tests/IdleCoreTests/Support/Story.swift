@@ -61,13 +61,13 @@ struct Story {
     mutating func advance(to boottime: Millis) { advance(by: boottime - now) }
 
     /// The machine sleeps for `span`: boottime moves, monotonic (and the X server's
-    /// clock) does not. On resume the edge's CLOCK_BOOTTIME timer fires at once if
-    /// its deadline passed meanwhile; the actions of that wake are returned.
+    /// clock) does not. On resume the edge wakes at once: its resume watch (a
+    /// cancel-on-set realtime timerfd) is cancelled by the kernel at every resume.
+    /// The actions of that wake are returned.
     @discardableResult
     mutating func suspend(for span: Millis) -> [Action] {
         clock.boottime += span
-        if let deadline = machine.nextDeadline, deadline <= now { return wake() }
-        return []
+        return wake()
     }
 
     // MARK: Events
