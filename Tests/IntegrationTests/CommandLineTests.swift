@@ -31,6 +31,15 @@ import Testing
         }
     }
 
+    @Test("an X server without MIT-SCREEN-SAVER exits 69 naming the extension", arguments: [["--locker", "true"], ["idle"]])
+    func missingScreenSaverExtension(arguments: [String]) async throws {
+        try await Sandbox.with(serverArguments: ["-extension", "MIT-SCREEN-SAVER"]) { s in
+            let result = try await s.run(agentBinary, arguments)
+            #expect(result.exit == .exited(69), "\(result.stderr)")
+            #expect(result.stderr.contains("MIT-SCREEN-SAVER"), "\(result.stderr)")
+        }
+    }
+
     /// Usage errors come before any look at the display (DISPLAY is unset here).
     @Test("usage errors exit 64 with one line naming the flag", arguments: [
         (["--lock-after", "soon"], "--lock-after"),

@@ -48,8 +48,10 @@ let glibcInternalSignals: UInt64 = 1 << 31 | 1 << 32
         try await Sandbox.with { s in
             let agent = try s.startAgent(hook.arguments)
             let pid = try await s.waitForNumber(in: "hook.pid")
-            try await s.waitUntil("the hook to exec sleep") {
+            // Until sleep sleeps: while the loader runs it has libraries open.
+            try await s.waitUntil("the hook to exec sleep and settle") {
                 (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) == "sleep\n"
+                    && (try? String(contentsOfFile: "/proc/\(pid)/wchan", encoding: .utf8))?.contains("nanosleep") == true
             }
 
             let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""

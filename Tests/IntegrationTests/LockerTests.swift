@@ -50,6 +50,28 @@ func children(of pid: Int32) -> [Int32] {
         }
     }
 
+    @Test("input while locked starts no second locker and no notifier; after the unlock the lock comes again")
+    func inputWhileLocked() async throws {
+        let lockAfter = 1000
+        let locker = "echo $$ >> lockers.pids; while [ ! -e unlock ]; do sleep 0.02; done"
+        try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", locker,
+                                          "--notify-before", "500ms", "--notifier", "echo $$ >> notifier.pids"])
+            let first = Int32(try await s.waitForNumber(in: "lockers.pids"))
+            try await s.x("xdotool", "key", "shift")  // the user starts typing a password
+            try await s.waitUntil("the server idle to pass 2.5 lock times after the key", every: .milliseconds(200)) {
+                try await s.serverIdle() >= lockAfter * 5 / 2
+            }
+            #expect(s.lines("lockers.pids").count == 1, "a second locker started\n\(agent.log)")
+            #expect(s.lines("notifier.pids").count == 1, "a warning while locked\n\(agent.log)")
+            #expect(children(of: agent.pid) == [first], "the agent's children")
+            s.touch("unlock")
+            _ = try await s.waitForLines("lockers.pids", count: 2)
+            #expect(agent.log.contains("unlocked after"), "\(agent.log)")
+        }
+    }
+
     @Test("a locker that fails at once is logged as an error and restarted", arguments: [
         "false",
         "echo $$ >> starts.pids; exit 3",

@@ -10,12 +10,13 @@ final class Sandbox {
     private var agents: [AgentProcess] = []
     private var commands = 0
 
-    /// Runs `body` with a fresh sandbox (with an X server unless `display` is false) and
-    /// cleans up afterwards, whether the body passed or threw.
-    static func with<R>(display: Bool = true, _ body: (Sandbox) async throws -> R) async throws -> R {
+    /// Runs `body` with a fresh sandbox (with an X server started with `serverArguments`,
+    /// unless `display` is false) and cleans up afterwards, whether the body passed or threw.
+    static func with<R>(display: Bool = true, serverArguments: [String] = [],
+                        _ body: (Sandbox) async throws -> R) async throws -> R {
         let sandbox = try Sandbox()
         do {
-            if display { sandbox.server = try await XvfbServer(in: sandbox.directory) }
+            if display { sandbox.server = try await XvfbServer(in: sandbox.directory, extraArguments: serverArguments) }
             let result = try await body(sandbox)
             await sandbox.tearDown()
             return result

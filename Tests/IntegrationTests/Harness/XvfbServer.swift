@@ -9,11 +9,12 @@ final class XvfbServer {
     let display: String
     private let logFile: URL
 
-    init(in directory: URL) async throws {
+    /// `extraArguments` change the server, e.g. `-extension NAME` turns an extension off.
+    init(in directory: URL, extraArguments: [String] = []) async throws {
         let displayFile = directory.appending(path: "xvfb.display")
         logFile = directory.appending(path: "xvfb.log")
         process = try startProcess(
-            "Xvfb", ["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", "640x480x24"],
+            "Xvfb", ["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", "640x480x24"] + extraArguments,
             environment: ProcessInfo.processInfo.environment, in: directory,
             stdout: displayFile, stderr: logFile)
         var number = ""
