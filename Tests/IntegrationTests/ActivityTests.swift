@@ -40,13 +40,6 @@ extension Sandbox {
             try await Task.sleep(for: interval)
         }
     }
-
-    @discardableResult
-    func x(_ tool: String, _ arguments: [String]) async throws -> String {
-        let result = try await run(tool, arguments)
-        guard result.exit == .exited(0) else { throw CommandFailed(command: [tool] + arguments, result: result) }
-        return result.stdout
-    }
 }
 
 @Suite struct ActivityTests {

@@ -37,9 +37,10 @@ final class Sandbox {
     var display: String? { server?.display }
 
     /// The test's environment for every process it starts: DISPLAY is this test's server
-    /// (or unset), and JOURNAL_STREAM is dropped so the agent logs its plain format.
+    /// (or unset), JOURNAL_STREAM is dropped so the agent logs its plain format, and so
+    /// are the variables the agent gives its hooks.
     var environment: [String: String] {
-        var env = ProcessInfo.processInfo.environment
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("XIDLELOCK_") || $0.key == "XIDLELOCK_BIN" }
         env["DISPLAY"] = display
         env["JOURNAL_STREAM"] = nil
         return env
@@ -76,6 +77,11 @@ final class Sandbox {
     /// succeed. Returns its output, trimmed.
     @discardableResult
     func x(_ tool: String, _ arguments: String...) async throws -> String {
+        try await x(tool, arguments)
+    }
+
+    @discardableResult
+    func x(_ tool: String, _ arguments: [String]) async throws -> String {
         let result = try await run(tool, arguments)
         guard result.exit == .exited(0) else { throw CommandFailed(command: [tool] + arguments, result: result) }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
