@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+
+/// What a user sees when something is wrong before the agent can start.
+@Suite struct CommandLineTests {
+    @Test("without DISPLAY the agent and the idle query exit 69 naming DISPLAY",
+          arguments: [["--lock-after", "1s", "--locker", "true"], ["idle"]])
+    func noDisplay(arguments: [String]) async throws {
+        try await Sandbox.with(display: false) { s in
+            let result = try await s.run(agentBinary, arguments)
+            #expect(result.exit == .exited(69), "\(result.stderr)")
+            #expect(result.stderr.hasPrefix("xidlelock: error: ") && result.stderr.contains("DISPLAY"), "\(result.stderr)")
+        }
+    }
+
+    @Test("a display with no server exits 69 naming the display", arguments: [["--locker", "true"], ["idle"]])
+    func displayWithoutServer(arguments: [String]) async throws {
+        try await Sandbox.with(display: false) { s in
+            let result = try await s.run(agentBinary, arguments, environment: ["DISPLAY": ":5999"])
+            #expect(result.exit == .exited(69), "\(result.stderr)")
+            #expect(result.stderr.contains(":5999"), "\(result.stderr)")
+        }
+    }
+
+    @Test("a locker that is not installed exits 69 naming it")
+    func missingLocker() async throws {
+        try await Sandbox.with { s in
+            let result = try await s.run(agentBinary, ["--lock-after", "1s", "--locker", "no-such-locker-xyz --nofork"])
+            #expect(result.exit == .exited(69), "\(result.stderr)")
+            #expect(result.stderr.contains("no-such-locker-xyz"), "\(result.stderr)")
+        }
+    }
+
+    @Test("an X server without MIT-SCREEN-SAVER exits 69 naming the extension", arguments: [["--locker", "true"], ["idle"]])
+    func missingScreenSaverExtension(arguments: [String]) async throws {
+        try await Sandbox.with(serverArguments: ["-extension", "MIT-SCREEN-SAVER"]) { s in
+            let result = try await s.run(agentBinary, arguments)
+            #expect(result.exit == .exited(69), "\(result.stderr)")
+            #expect(result.stderr.contains("MIT-SCREEN-SAVER"), "\(result.stderr)")
+        }
+    }
+
+    /// Usage errors come before any look at the display (DISPLAY is unset here).
+    @Test("usage errors exit 64 with one line naming the flag", arguments: [
+        (["--lock-after", "soon"], "--lock-after"),
+        (["--lock-after", "0"], "--lock-after"),
+        (["--lock-after"], "--lock-after"),
+        (["--frobnicate"], "--frobnicate"),
+        (["--notify-before", "30s"], "--notifier"),
+        (["--lock-after", "1m", "--notify-before", "2m", "--notifier", "true"], "--notify-before"),
+        (["--on-unlock-interval", "-5s"], "--on-unlock-interval"),
+        (["--verbose", "--quiet"], "--quiet"),
+        (["--quiet=yes"], "--quiet"),
+        (["idle", "--format", "xml"], "--format"),
+    ])
+    func usageError(arguments: [String], flag: String) async throws {
+        try await Sandbox.with(display: false) { s in
+            let result = try await s.run(agentBinary, arguments)
+            #expect(result.exit == .exited(64), "\(result.stderr)")
+            #expect(result.stderr.hasPrefix("xidlelock: error: "), "\(result.stderr)")
+            #expect(result.stderr.contains(flag), "\(result.stderr)")
+            #expect(result.stderr.filter { $0 == "\n" }.count == 1, "one line: \(result.stderr)")
+            #expect(result.stdout.isEmpty)
+        }
+    }
+
+    @Test("--help lists every agent flag and exits 0")
+    func help() async throws {
+        try await Sandbox.with(display: false) { s in
+            let result = try await s.run(agentBinary, ["--help"])
+            #expect(result.exit == .exited(0))
+            for flag in ["--lock-after", "--locker", "--notify-before", "--notifier", "--on-unlock",
+                         "--on-unlock-interval", "--ignore-screensaver-reset", "--suspend-resets-idle",
+                         "--verbose", "--quiet"] {
+                #expect(result.stdout.contains(flag), "\(flag) missing from --help")
+            }
+        }
+    }
+}

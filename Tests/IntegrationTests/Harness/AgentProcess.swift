@@ -1,0 +1,50 @@
+import Foundation
+
+/// The built `xidlelock` binary: `XIDLELOCK_BIN` if set, else `.build/debug/xidlelock`
+/// under the package root (the test target depends on the executable, so `swift test`
+/// builds it first).
+let agentBinary: String = {
+    if let path = ProcessInfo.processInfo.environment["XIDLELOCK_BIN"], !path.isEmpty { return path }
+    var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    while dir.path != "/", !FileManager.default.fileExists(atPath: dir.appending(path: "Package.swift").path) {
+        dir.deleteLastPathComponent()
+    }
+    return dir.appending(path: ".build/debug/xidlelock").path
+}()
+
+/// A running agent whose stdout and stderr (and so its hooks' output) go to a log file.
+final class AgentProcess {
+    let process: Process
+    let logFile: URL
+
+    init(_ arguments: [String], environment: [String: String], in directory: URL, logFile: URL) throws {
+        self.logFile = logFile
+        process = try startProcess(agentBinary, arguments, environment: environment, in: directory,
+                                   stdout: logFile, stderr: logFile)
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+
+    func count(of text: String) -> Int { log.components(separatedBy: text).count - 1 }
+
+    func waitForLog(containing text: String, count: Int = 1, timeout: Duration = generousTimeout) async throws {
+        let what = "\(count)× '\(text)' in the agent's log"
+        try await waitUntil(what, timeout: timeout, context: { "agent log:\n\(log)" }) {
+            if self.count(of: text) >= count { return true }
+            if !process.isRunning, self.count(of: text) < count {
+                throw AgentExited(waitingFor: what, exit: Exit(process), log: log)
+            }
+            return false
+        }
+    }
+
+    func send(_ signal: Int32) { kill(pid, signal) }
+
+    func terminate() { send(SIGTERM) }
+
+    func waitForExit(timeout: Duration = generousTimeout) async throws -> Exit {
+        try await process.waitForExit("the agent", timeout: timeout)
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import Testing
+
+/// The lock comes when the X server has been idle for the lock time: not before, not much after.
+@Suite struct LockTimingTests {
+    @Test("locks once the server has been idle for the lock time, not before",
+          arguments: [1000, 2000, 3000], 1...2)
+    func locksAfterIdleness(lockAfter: Int, run: Int) async throws {
+        try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")  // the idle period starts now
+            let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker])
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter)
+            #expect(agent.count(of: "locking after") == 1, "\(agent.log)")
+        }
+    }
+
+    @Test("a hook that hangs does not stall the agent: the lock comes on time")
+    func hangingNotifier() async throws {
+        let lockAfter = 2000
+        try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")
+            _ = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker,
+                                  "--notify-before", "1s", "--notifier", "echo $$ > notifier.pid; exec sleep 60"])
+            let notifier = Int32(try await s.waitForNumber(in: "notifier.pid"))
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter)
+            #expect(isAlive(notifier), "the notifier was meant to hang through the lock")
+        }
+    }
+
+    @Test("an on-unlock hook that hangs does not delay the next lock")
+    func hangingOnUnlockHook() async throws {
+        let lockAfter = 1000
+        // The first locker unlocks at once; the second holds the lock.
+        let locker = "echo $$ >> locks.pids; [ $(wc -l < locks.pids) -lt 2 ] || exec sleep 60"
+        try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", locker,
+                                          "--on-unlock", "echo $$ > on-unlock.pid; exec sleep 60"])
+            _ = try await s.waitForLines("locks.pids", count: 1)
+            let firstLock = ContinuousClock.now
+            _ = try await s.waitForNumber(in: "on-unlock.pid")
+            _ = try await s.waitForLines("locks.pids", count: 2)
+            let gap = (ContinuousClock.now - firstLock).milliseconds
+            #expect(gap >= lockAfter + earliestLock && gap <= lockAfter + latestLock,
+                    "second lock \(gap) ms after the first, which unlocked at once\n\(agent.log)")
+        }
+    }
+}

@@ -1,5 +1,0 @@
-import Testing
-
-@Test func placeholderUntilTheHarnessLands() {
-    #expect(Bool(true))
-}
