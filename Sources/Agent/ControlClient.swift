@@ -16,9 +16,10 @@ public enum ControlClient {
             throw .unavailable("cannot reach the agent at \(path): \(String(cString: strerror(reason)))")
         }
         var reader = Reader(fd: fd)
-        guard writeAll(fd, command.request.line + "\n") else {
-            throw .failed("the agent closed the connection before the request was sent")
-        }
+        // A refused client is answered and closed at once: its write may then fail,
+        // but the refusal is still there to read.
+        signal(SIGPIPE, SIG_IGN)
+        _ = writeAll(fd, command.request.line + "\n")
         let reply = try reader.reply()
         switch command.request {
         case .status:
