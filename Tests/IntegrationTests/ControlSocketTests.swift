@@ -75,6 +75,18 @@ extension Sandbox {
         try await waitUntil(what) { condition(try await self.status()) }
     }
 
+    /// Starts an agent with a short lock time held off by `disable`, so that a test can set
+    /// up its own hold before the lock is due however loaded the machine is.
+    func startDisabledAgent(lockAfter: String) async throws -> AgentProcess {
+        try await x("xdotool", "key", "shift")
+        let agent = try await startControlledAgent(["--lock-after", lockAfter, "--locker", holdingLocker])
+        #expect(try await client("disable").exit == .exited(0))
+        guard !exists("lockers.pids") else {
+            throw WaitTimedOut(what: "the agent to answer before its lock time (the machine is too loaded)", timeout: .zero, context: agent.log)
+        }
+        return agent
+    }
+
     /// Starts an agent on this test's socket and waits until it answers.
     func startControlledAgent(_ arguments: [String]) async throws -> AgentProcess {
         let agent = try startAgent(arguments + ["--socket", socket])
@@ -87,7 +99,7 @@ extension Sandbox {
     }
 }
 
-private let holdingLocker = "echo $$ >> lockers.pids; while [ ! -e unlock ]; do sleep 0.02; done"
+let holdingLocker = "echo $$ >> lockers.pids; while [ ! -e unlock ]; do sleep 0.02; done"
 
 @Suite struct ControlSocketTests {
     @Test("status tells the state, idle time and next stage; JSON and plain agree")
@@ -155,15 +167,15 @@ private let holdingLocker = "echo $$ >> lockers.pids; while [ ! -e unlock ]; do 
     @Test("inhibit --for holds the lock off; when it ends the overdue lock comes at once")
     func inhibitForADuration() async throws {
         try await Sandbox.with { s in
-            let agent = try await s.startControlledAgent(["--lock-after", "1s", "--locker", holdingLocker])
-            try await s.x("xdotool", "key", "shift")
-            #expect(try await s.client("inhibit", "--why", "slides", "--for", "3s").exit == .exited(0))
+            let agent = try await s.startDisabledAgent(lockAfter: "2s")
+            #expect(try await s.client("inhibit", "--why", "slides", "--for", "4s").exit == .exited(0))
+            #expect(try await s.client("enable").exit == .exited(0))
             let status = try await s.status()
             #expect(status["state"] as? String == "inhibited")
             let inhibitors = try #require(status["inhibitors"] as? [[String: Any]])
             #expect(inhibitors.first?["why"] as? String == "slides")
             // Idle passes the lock time while inhibited: nothing may happen.
-            try await s.waitUntil("the server idle to pass two lock times") { try await s.serverIdle() > 2000 }
+            try await s.waitUntil("the server idle to pass the lock time well") { try await s.serverIdle() > 3000 }
             #expect(!s.exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
             // The hold ends by itself; the stages re-arm from the current idle time.
             _ = try await s.waitForLines("lockers.pids")
@@ -175,18 +187,20 @@ private let holdingLocker = "echo $$ >> lockers.pids; while [ ! -e unlock ]; do 
     @Test("inhibit -- CMD holds the lock off while CMD runs, then exits with its status")
     func inhibitWhileACommandRuns() async throws {
         try await Sandbox.with { s in
-            let agent = try await s.startControlledAgent(["--lock-after", "1s", "--locker", holdingLocker])
+            let agent = try await s.startDisabledAgent(lockAfter: "2s")
             let command = "touch started; while [ ! -e done ]; do sleep 0.02; done; exit 7"
             let process = try startProcess(agentBinary, ["inhibit", "--socket", s.socket, "--", "sh", "-c", command],
                                            environment: s.environment, in: s.directory,
                                            stdout: s.directory.appending(path: "inhibit.out"),
                                            stderr: s.directory.appending(path: "inhibit.err"))
             try await s.waitUntil("the command to start") { s.exists("started") }
+            try await s.waitForStatus("the inhibitor") { ($0["inhibitors"] as? [Any])?.isEmpty == false }
+            #expect(try await s.client("enable").exit == .exited(0))
             let status = try await s.status()
             let inhibitors = try #require(status["inhibitors"] as? [[String: Any]])
             #expect(inhibitors.first?["why"] as? String == "while running: sh -c \(command)")
             #expect(inhibitors.first?["remaining_ms"] is NSNull)
-            try await s.waitUntil("the server idle to pass two lock times") { try await s.serverIdle() > 2000 }
+            try await s.waitUntil("the server idle to pass the lock time well") { try await s.serverIdle() > 3000 }
             #expect(!s.exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
             s.touch("done")
             #expect(try await process.waitForExit("inhibit") == .exited(7))
@@ -233,12 +247,12 @@ private let holdingLocker = "echo $$ >> lockers.pids; while [ ! -e unlock ]; do 
     @Test("stages fire in order of idle time and their resume commands run when input returns")
     func stagesAndResumeCommands() async throws {
         try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")
             let agent = try await s.startControlledAgent([
                 "--stage", "off=2s:echo off >> order", "--resume", "echo on >> order",
                 "--lock-after", "1500ms", "--locker", "echo lock >> order; " + holdingLocker,
                 "--stage", "dim=1s:echo dim >> order", "--resume", "echo undim >> order",
             ])
-            try await s.x("xdotool", "key", "shift")
             _ = try await s.waitForLines("order", count: 3)
             #expect(s.lines("order") == ["dim", "lock", "off"], "\(agent.log)")
             let input = ContinuousClock.now
