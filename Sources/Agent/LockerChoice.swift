@@ -34,7 +34,13 @@ enum LockerChoice {
     static func firstWord(of command: String) -> String? {
         let word = String(command.drop { $0 == " " || $0 == "\t" }.prefix { $0 != " " && $0 != "\t" })
         let plain = word.allSatisfy { $0.isLetter || $0.isNumber || "_-./+".contains($0) }
-        let builtins: Set = ["exec", "command", "env", "nice", "if", "for", "while", "case", "{", "(", "!", "[", "test", "true", ".", "eval"]
+        // Shell keywords and builtins, which no PATH lookup finds.
+        let builtins: Set = [
+            "!", "(", "{", ".", ":", "[", "alias", "bg", "break", "case", "cd", "command", "continue", "env",
+            "eval", "exec", "exit", "export", "false", "fg", "for", "getopts", "hash", "if", "jobs", "kill",
+            "nice", "printf", "pwd", "read", "readonly", "return", "set", "shift", "test", "times", "trap",
+            "true", "type", "ulimit", "umask", "unalias", "unset", "until", "wait", "while", "echo",
+        ]
         guard !word.isEmpty, plain, !builtins.contains(word) else { return nil }
         return word
     }

@@ -77,8 +77,10 @@ int xil_spawn_shell(const char *command, const char *const *extra_env,
     char **envp = calloc(count + (size_t)n_extra + 1, sizeof *envp);
     if (!envp) return ENOMEM;
     size_t k = 0;
+    /* The agent's own XIDLELOCK_ variables (say it was started from a hook)
+     * would describe another event: only this event's variables are passed. */
     for (char **e = environ; *e; e++)
-        if (!has_name(*e, extra_env, n_extra)) envp[k++] = *e;
+        if (strncmp(*e, "XIDLELOCK_", 10) != 0 && !has_name(*e, extra_env, n_extra)) envp[k++] = *e;
     for (int i = 0; i < n_extra; i++) envp[k++] = (char *)extra_env[i];
     envp[k] = NULL;
 

@@ -100,9 +100,7 @@ let glibcInternalSignals: UInt64 = 1 << 31 | 1 << 32
             let names = environ.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
                 .filter { $0.hasPrefix("XIDLELOCK_") }
             #expect(names.contains("XIDLELOCK_EVENT=lock"), "\(names)\n\(agent.log)")
-            withKnownIssue("the agent passes its own XIDLELOCK_LOCKED_MS on to the locker") {
-                #expect(!names.contains { $0.hasPrefix("XIDLELOCK_LOCKED_MS=") }, "\(names)")
-            }
+            #expect(!names.contains { $0.hasPrefix("XIDLELOCK_LOCKED_MS=") }, "\(names)")
         }
     }
 
