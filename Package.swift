@@ -13,8 +13,8 @@ let package = Package(
     targets: [
         .systemLibrary(
             name: "CX11",
-            pkgConfig: "x11 xscrnsaver xi xext",
-            providers: [.apt(["libx11-dev", "libxss-dev", "libxi-dev", "libxext-dev"])]
+            pkgConfig: "x11 xscrnsaver xi",
+            providers: [.apt(["libx11-dev", "libxss-dev", "libxi-dev"])]
         ),
         .target(name: "CLinux"),
         .target(name: "IdleCore"),

@@ -3,7 +3,6 @@
 #include <X11/Xlib.h>
 #include <X11/extensions/scrnsaver.h>
 #include <X11/extensions/XInput2.h>
-#include <X11/extensions/sync.h>
 
 /* XISetMask is a function-like macro, which Swift does not import. */
 static inline void xil_xi_set_mask(unsigned char *mask, int event) {
