@@ -19,7 +19,13 @@ let package = Package(
         .target(name: "CLinux"),
         .target(name: "IdleCore"),
         .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux"]),
-        .executableTarget(name: "xidlelock", dependencies: ["Agent", "IdleCore"]),
+        .executableTarget(
+            name: "xidlelock", dependencies: ["Agent", "IdleCore"],
+            // Links only the libraries the binary uses: pkg-config's xscrnsaver adds
+            // libXext, and the Swift driver adds runtime libraries no code here
+            // touches; each costs start-up time in every `xidlelock idle`.
+            linkerSettings: [.unsafeFlags(["-Xlinker", "--as-needed"])]
+        ),
         .testTarget(name: "IdleCoreTests", dependencies: ["IdleCore"]),
         // Depends on the executable so that `swift test` builds the binary the tests run.
         .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock"]),
