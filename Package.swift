@@ -20,6 +20,8 @@ let package = Package(
         .target(name: "IdleCore"),
         .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux"]),
         .executableTarget(name: "xidlelock", dependencies: ["Agent", "IdleCore"]),
+        // `make bench`: the state machine's throughput over simulated days.
+        .executableTarget(name: "IdleCoreBench", dependencies: ["IdleCore"], path: "bench/IdleCoreBench"),
         .testTarget(name: "IdleCoreTests", dependencies: ["IdleCore"]),
         // Depends on the executable so that `swift test` builds the binary the tests run.
         .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock"]),
