@@ -4,7 +4,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 RELEASE_BIN = .build/release/xidlelock
 
-.PHONY: all build release run test deps test-deps clean
+.PHONY: all build release run test deps test-deps bench clean
 
 all: release
 
@@ -31,6 +31,13 @@ run: release
 test: test-deps
 	$(SWIFT) build
 	$(SWIFT) test
+
+# Benchmarks side by side with xautolock, xss-lock and xprintidle; rewrites BENCHMARKS.md.
+# `make bench QUICK=1` takes about a minute, `make bench` about five.
+bench:
+	@sh .ci/install-packages build bench
+	$(SWIFT) build -c release
+	python3 bench/bench.py $(if $(QUICK),--quick)
 
 clean:
 	rm -rf .build
