@@ -33,7 +33,7 @@ test: test-deps
 	$(SWIFT) test
 
 # Benchmarks side by side with xautolock, xss-lock and xprintidle; rewrites BENCHMARKS.md.
-# `make bench QUICK=1` takes about a minute, `make bench` about five.
+# `make bench QUICK=1` takes about a minute, `make bench` about three.
 bench:
 	@sh .ci/install-packages build bench
 	$(SWIFT) build -c release
