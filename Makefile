@@ -27,7 +27,7 @@ RELEASE_BIN = .build/release/xidlelock
 # Files generated for `install` (paths filled in, completion scripts).
 GEN = .build/packaging
 
-.PHONY: all build release run test deps test-deps clean install uninstall deb packaging-check
+.PHONY: all build release run test deps test-deps clean install uninstall deb packaging-check bench
 
 all: release
 
@@ -105,6 +105,14 @@ deb: release
 # checks the .deb: its libraries, and that it runs without the Swift toolchain.
 packaging-check: deb
 	sh packaging/check.sh
+
+# Benchmarks side by side with xautolock, xss-lock and xprintidle; rewrites BENCHMARKS.md.
+# `make bench QUICK=1` takes about a minute, `make bench` about three.
+# Measures the binary `make release` builds, the one that ships.
+bench: release
+	@sh .ci/install-packages bench
+	$(SWIFT) build $(RELEASE_FLAGS) --product IdleCoreBench
+	python3 bench/bench.py $(if $(QUICK),--quick)
 
 clean:
 	rm -rf .build dist

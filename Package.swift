@@ -26,6 +26,8 @@ let package = Package(
             // touches; each costs start-up time in every `xidlelock idle`.
             linkerSettings: [.unsafeFlags(["-Xlinker", "--as-needed"])]
         ),
+        // `make bench`: the state machine's throughput over simulated days.
+        .executableTarget(name: "IdleCoreBench", dependencies: ["IdleCore"], path: "bench/IdleCoreBench"),
         .testTarget(name: "IdleCoreTests", dependencies: ["IdleCore"]),
         // Depends on the executable so that `swift test` builds the binary the tests run.
         .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock"]),

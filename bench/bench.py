@@ -1,0 +1,786 @@
+#!/usr/bin/env python3
+"""xidlelock benchmarks, side by side with xautolock, xss-lock and xprintidle.
+
+Run through `make bench` (full, ~3 min) or `make bench QUICK=1` (~1 min): that installs
+the packages and builds the release binaries first. This script then compiles
+bench/xbench.c, starts private `Xvfb -noreset -nolisten tcp -displayfd` servers, measures,
+prints a table and rewrites BENCHMARKS.md. Python standard library only.
+
+Every process it starts runs in its own session and is ended by its pid (process
+group) on exit, on failure and on Ctrl-C; each also gets PR_SET_PDEATHSIG so that a
+harness killed outright leaves no Xvfb behind.
+
+The machine is shared and noisy: every figure is a median over repeats with its spread.
+"""
+import argparse
+import ctypes
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results")
+XIDLELOCK = os.path.join(ROOT, ".build", "release", "xidlelock")
+CORE_BENCH = os.path.join(ROOT, ".build", "release", "IdleCoreBench")
+XBENCH = os.path.join(RESULTS, "xbench")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# ---------------------------------------------------------------- processes
+
+_started = []  # Popen objects, each the leader of its own session
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _child_setup():
+    # Runs in the child between fork and exec: die with the harness, no core dumps
+    # (xss-lock aborts on an assertion without logind, see the deadline test).
+    _libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def start(argv, env=None, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+    """Starts argv in its own session, remembered for cleanup. Main thread only
+    (PR_SET_PDEATHSIG fires when the *thread* that forked exits)."""
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                         start_new_session=True, preexec_fn=_child_setup)
+    _started.append(p)
+    return p
+
+
+def stop(p, grace=1.0):
+    """Ends p's whole process group by its pid: SIGTERM, then SIGKILL after `grace`.
+    Only while p is not yet reaped: until then its pid (and so its group id) cannot
+    belong to anyone else, even if p has exited."""
+    if p.returncode is None:
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    if p in _started:
+        _started.remove(p)
+
+
+def stop_all():
+    for p in reversed(list(_started)):
+        stop(p, grace=0.5)
+
+
+def _on_signal(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+class Xvfb:
+    """A private X server on a free display, found with -displayfd."""
+
+    def __init__(self):
+        r, w = os.pipe()
+        self.proc = subprocess.Popen(
+            ["Xvfb", "-noreset", "-nolisten", "tcp", "-displayfd", str(w)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(w,), start_new_session=True, preexec_fn=_child_setup)
+        _started.append(self.proc)
+        os.close(w)
+        number = b""
+        deadline = time.monotonic() + 15
+        os.set_blocking(r, False)
+        while not number.endswith(b"\n"):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                os.close(r)
+                raise RuntimeError("Xvfb did not start")
+            try:
+                chunk = os.read(r, 16)
+            except BlockingIOError:
+                time.sleep(0.01)
+                continue
+            if not chunk:
+                time.sleep(0.01)
+            number += chunk
+        os.close(r)
+        self.display = ":" + number.decode().strip()
+        self.env = dict(os.environ, DISPLAY=self.display)
+        self.env.pop("XAUTHORITY", None)
+        self.pid = self.proc.pid
+
+    def run(self, argv, **kw):
+        return subprocess.run(argv, env=self.env, check=True, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=60, **kw)
+
+    def close(self):
+        stop(self.proc)
+
+
+# ---------------------------------------------------------------- /proc readings
+
+def tasks(pid):
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return []
+
+
+def per_task(pid, read):
+    """{tid: read(pid, tid)} over the threads of pid alive now."""
+    out = {}
+    for tid in tasks(pid):
+        try:
+            out[tid] = read(pid, tid)
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            pass
+    return out
+
+
+def task_cpu_ns(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
+def task_switches(pid, tid):
+    total = 0
+    with open(f"/proc/{pid}/task/{tid}/status") as f:
+        for line in f:
+            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                total += int(line.split()[1])
+    return total
+
+
+def grown(before, after):
+    """What per-thread counters grew by between two readings: a thread born in between
+    counts from zero; one that ended in between is lost (its last counts are unknown),
+    never subtracted."""
+    return sum(v - before.get(tid, 0) for tid, v in after.items())
+
+
+def cpu_ns(pid):
+    """On-CPU ns per thread of pid (first field of /proc/PID/task/TID/schedstat)."""
+    return per_task(pid, task_cpu_ns)
+
+
+def ctx_switches(pid):
+    """Voluntary + involuntary context switches per thread of pid."""
+    return per_task(pid, task_switches)
+
+
+def memory_kb(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key = line.split(":")[0]
+            if key in ("VmRSS", "RssAnon", "RssFile", "Threads"):
+                out[key] = int(line.split()[1])
+    return out
+
+
+def cpu_stall_us():
+    """Microseconds, since boot, in which some runnable task waited for a CPU
+    (/proc/pressure/cpu, "some" total): how busy the shared machine was."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return int(f.readline().rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def settle(pids, quiet_for=0.15, step=0.03, limit=3.0):
+    """Waits until none of pids uses CPU for `quiet_for` seconds (or `limit` passes)."""
+    end = time.monotonic() + limit
+    last = [cpu_ns(p) for p in pids]
+    still_since = time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(step)
+        now = [cpu_ns(p) for p in pids]
+        if now != last:
+            last, still_since = now, time.monotonic()
+        elif time.monotonic() - still_since >= quiet_for:
+            return
+
+
+def wait_for(predicate, timeout, step=0.005):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+# ---------------------------------------------------------------- statistics
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summary(xs):
+    return {"median": median(xs), "min": min(xs), "max": max(xs),
+            "p25": pct(xs, 0.25), "p75": pct(xs, 0.75), "n": len(xs)}
+
+
+def fmt(x, digits=None):
+    if x != x:
+        return "n/a"
+    if x == 0:
+        return "0"
+    if digits is None:
+        digits = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2 if abs(x) >= 1 else 3
+    return f"{x:,.{digits}f}"
+
+
+def cell(s, unit="", digits=None):
+    """'median (min–max)'."""
+    return f"{fmt(s['median'], digits)}{unit} ({fmt(s['min'], digits)}–{fmt(s['max'], digits)})"
+
+
+def ratio(a, b):
+    if b == 0 or a != a or b != b:
+        return "n/a"
+    return f"{a / b:.2f}×"
+
+
+# ---------------------------------------------------------------- the agents
+
+def agent_argv(name, locker="true", lock_after="1h"):
+    if name == "xidlelock":
+        return [XIDLELOCK, "--lock-after", lock_after, "--locker", locker]
+    if name == "xautolock":
+        return ["xautolock", "-time", "10", "-locker", locker]
+    if name == "xss-lock":
+        return ["xss-lock", "--", *locker.split()]
+    raise ValueError(name)
+
+
+def start_agent(name, x, locker="true", lock_after="1h", log=None):
+    if name == "xss-lock":
+        x.run(["xset", "s", "600"])
+    stderr = open(log, "w") if log else subprocess.DEVNULL
+    p = start(agent_argv(name, locker, lock_after), env=x.env, stderr=stderr)
+    if log:
+        stderr.close()
+    if name == "xidlelock" and log:
+        if not wait_for(lambda: "started" in open(log).read() or p.poll() is not None, 10):
+            raise RuntimeError("xidlelock did not start")
+    if p.poll() is not None:
+        raise RuntimeError(f"{name} exited at start ({p.returncode})")
+    settle([p.pid], quiet_for=0.2)
+    return p
+
+
+PEERS = ["xidlelock", "xautolock", "xss-lock"]
+
+# ---------------------------------------------------------------- 1 + 5: idle wake-ups, memory
+
+
+def bench_idle(window, samples):
+    """Agents idle, each on its own Xvfb, plus one Xvfb with no client, all measured
+    over the same window, split into `samples` sub-windows."""
+    servers, agents = {}, {}
+    try:
+        for name in ["none"] + PEERS:
+            servers[name] = Xvfb()
+        for name in PEERS:
+            agents[name] = start_agent(name, servers[name], log=os.path.join(RESULTS, f"idle-{name}.log"))
+        servers["none"].run(["xset", "s", "600"])
+        time.sleep(1.0)
+        watched = {f"agent:{n}": p.pid for n, p in agents.items()}
+        watched.update({f"server:{n}": x.pid for n, x in servers.items()})
+        readings = []
+        step = window / samples
+        t0 = time.monotonic()
+        for i in range(samples + 1):
+            target = t0 + i * step
+            time.sleep(max(0.0, target - time.monotonic()))
+            readings.append((time.monotonic(), {k: ctx_switches(pid) for k, pid in watched.items()}))
+        memory = {n: memory_kb(p.pid) for n, p in agents.items()}
+        alive = {n: p.poll() is None for n, p in agents.items()}
+    finally:
+        for p in agents.values():
+            stop(p)
+        for x in servers.values():
+            x.close()
+    rates = {k: [] for k in watched}
+    for (ta, a), (tb, b) in zip(readings, readings[1:]):
+        for k in watched:
+            rates[k].append(grown(a[k], b[k]) * 60.0 / (tb - ta))
+    totals = {k: sum(grown(a[k], b[k]) for (_, a), (_, b) in zip(readings, readings[1:])) for k in watched}
+    caused = {n: [r - base for r, base in zip(rates[f"server:{n}"], rates["server:none"])] for n in PEERS}
+    return {
+        "window_s": readings[-1][0] - readings[0][0],
+        "agent_per_min": {n: summary(rates[f"agent:{n}"]) for n in PEERS},
+        "agent_total": {n: totals[f"agent:{n}"] for n in PEERS},
+        "server_per_min": {n: summary(rates[f"server:{n}"]) for n in ["none"] + PEERS},
+        "server_caused_per_min": {n: summary(caused[n]) for n in PEERS},
+        "memory_kb": memory,
+        "alive": alive,
+    }
+
+
+# ---------------------------------------------------------------- 2: burst of motion
+
+def bench_burst(motions, repeats):
+    """Agent and server CPU while `motions` XTest relative motions are sent as fast as
+    the server takes them. A fresh agent per repeat (listening when the burst starts);
+    configurations interleaved so that noise hits all alike."""
+    configs = ["none"] + PEERS
+    rows = {c: [] for c in configs}
+    x = Xvfb()
+    try:
+        x.run(["xset", "s", "600"])
+        for r in range(repeats):
+            order = configs[r % len(configs):] + configs[:r % len(configs)]
+            for config in order:
+                agent = None
+                if config != "none":
+                    agent = start_agent(config, x, log=os.path.join(RESULTS, f"burst-{config}.log"))
+                pids = [x.pid] + ([agent.pid] if agent else [])
+                settle(pids, quiet_for=0.1)
+                a0, s0 = (cpu_ns(agent.pid) if agent else {}), cpu_ns(x.pid)
+                out = x.run([XBENCH, "motion", str(motions)]).stdout.split()
+                settle(pids, quiet_for=0.1)  # let the agent drain what it was sent
+                a1, s1 = (cpu_ns(agent.pid) if agent else {}), cpu_ns(x.pid)
+                if agent:
+                    if agent.poll() is not None:
+                        raise RuntimeError(f"{config} died during the burst")
+                    stop(agent)
+                rows[config].append({"agent_ns": grown(a0, a1), "server_ns": grown(s0, s1),
+                                     "burst_ns": int(out[1]) - int(out[0])})
+    finally:
+        x.close()
+    base = median([row["server_ns"] for row in rows["none"]])
+    result = {"motions": motions, "repeats": repeats, "server_alone_ns_per_event": summary(
+        [row["server_ns"] / motions for row in rows["none"]])}
+    for c in PEERS:
+        result[c] = {
+            "agent_ns_per_event": summary([row["agent_ns"] / motions for row in rows[c]]),
+            "agent_ms_per_burst": summary([row["agent_ns"] / 1e6 for row in rows[c]]),
+            "server_added_ns_per_event": summary([(row["server_ns"] - base) / motions for row in rows[c]]),
+            "burst_ms": summary([row["burst_ns"] / 1e6 for row in rows[c]]),
+        }
+    result["none"] = {"burst_ms": summary([row["burst_ns"] / 1e6 for row in rows["none"]])}
+    return result
+
+
+# ---------------------------------------------------------------- 3: deadline precision
+
+def spawn_overhead(tmp, how, n=40):
+    """Median ns from posix_spawn to the `now` helper's own timestamp (sh -c or direct)."""
+    path = os.path.join(tmp, f"overhead-{how}")
+    out = subprocess.run([XBENCH, "spawnlat", str(n), how, path], check=True,
+                         capture_output=True, text=True).stdout.split()
+    return summary([int(v) for v in out[5:]])  # the first few warm the caches
+
+
+def stamps(path):
+    try:
+        with open(path) as f:
+            return [int(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+class DeadlineRun:
+    """One agent, lock time 1 s, locker = `xbench now FILE`. A cycle: wait 100 ms after
+    the last lock, send one XTest motion (t0 = just before it is sent), read the next
+    locker timestamp t1; error = t1 - t0 - 1 s - the helper's own start-up overhead."""
+
+    def __init__(self, name, tmp, cycles, overhead_ns):
+        self.name, self.cycles, self.overhead = name, cycles, overhead_ns
+        self.x = Xvfb()
+        self.file = os.path.join(tmp, f"locks-{name}")
+        self.errors_ms = []
+        # CPU stall (PSI) from 50 ms before each deadline to the lock: a cycle with
+        # none ran on an idle machine, which is what the target is about.
+        self.stalls_ms = []
+        self.stall_at_due = None
+        self.agent = None
+        self.t0 = None
+        self.state = "start"
+        self.started_at = time.monotonic()
+        self.next_at = 0.0
+        self.failure = None
+        if name == "xss-lock":
+            self.x.run(["xset", "s", "1"])  # the server's screensaver fires at 1 s idle
+        else:
+            # --verbose: a log line per decision (a few µs each), so that a failed cycle can be explained.
+            self.agent = start(agent_argv(name, f"{XBENCH} now {self.file}", "1s") + ["--verbose"], env=self.x.env,
+                               stderr=open(os.path.join(RESULTS, f"deadline-{name}.log"), "w"))
+
+    def done(self):
+        return len(self.errors_ms) >= self.cycles or self.failure is not None
+
+    def step(self):
+        """Advances the cycle without blocking for long; call often."""
+        now = time.monotonic()
+        if self.state == "start":
+            if self.name == "xss-lock" or stamps(self.file):  # xidlelock locks once at start
+                self.state, self.next_at = "pause", now + 0.1
+            elif now > self.started_at + 10:
+                self.failure = "no first lock within 10 s"
+        elif self.state == "pause" and now >= self.next_at:
+            if self.agent and self.name == "xss-lock":
+                stop(self.agent)
+            out = self.x.run([XBENCH, "motion", "1"]).stdout.split()
+            self.t0 = int(out[0])
+            self.stall_at_due = None
+            if self.name == "xss-lock":
+                # Without logind, xss-lock 0.3.0 aborts (assertion `logind_session`) when its
+                # locker exits and when the screensaver turns off: a fresh one for every
+                # cycle, started just after the input that turns the screensaver off (it
+                # is ready long before the 1 s timeout).
+                self.agent = start(agent_argv("xss-lock", f"{XBENCH} now {self.file}"), env=self.x.env)
+            self.state, self.next_at = "wait", now + 5.0
+        elif self.state == "wait":
+            if self.stall_at_due is None and time.monotonic_ns() >= self.t0 + 950_000_000:
+                self.stall_at_due = (cpu_stall_us(), stamps(self.file))
+            later = [t for t in stamps(self.file) if t > self.t0]
+            if later:
+                self.errors_ms.append((later[0] - self.t0 - 1_000_000_000 - self.overhead) / 1e6)
+                stall, seen = self.stall_at_due or (None, None)
+                now_stall = cpu_stall_us()
+                # Unknown (None) if the harness looked too late, after the lock was written.
+                known = stall is not None and now_stall is not None and not [t for t in seen if t > self.t0]
+                self.stalls_ms.append((now_stall - stall) / 1000 if known else None)
+                self.state, self.next_at = "pause", now + 0.1
+            elif now > self.next_at:
+                self.failure = f"no lock within 5 s of input (cycle {len(self.errors_ms) + 1})"
+
+    def close(self):
+        if self.agent:
+            stop(self.agent)
+        self.x.close()
+
+
+QUIET_STALL_MS = 1.0
+
+
+def bench_deadline(cycles, together):
+    tmp = tempfile.mkdtemp(prefix="deadline-", dir=RESULTS)
+    over = {"sh": spawn_overhead(tmp, "sh"), "exec": spawn_overhead(tmp, "exec")}
+    runs = []
+    try:
+        groups = [["xidlelock", "xss-lock"]] if together else [["xidlelock"], ["xss-lock"]]
+        for group in groups:
+            batch = []
+            for name in group:
+                # xidlelock runs the locker with /bin/sh -c; xss-lock execs it directly.
+                batch.append(DeadlineRun(name, tmp, cycles, over["sh" if name == "xidlelock" else "exec"]["median"]))
+            runs += batch
+            while not all(r.done() for r in batch):
+                for r in batch:
+                    if not r.done():
+                        r.step()
+                time.sleep(0.002)
+            for r in batch:
+                r.close()
+    finally:
+        for r in runs:
+            r.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    result = {"overhead_ms": {k: {q: v / 1e6 for q, v in s.items() if q != "n"} for k, s in over.items()},
+              "concurrent": together}
+    for r in runs:
+        errs = r.errors_ms
+        quiet = [e for e, st in zip(errs, r.stalls_ms) if st is not None and st < QUIET_STALL_MS]
+        result[r.name] = {"cycles": len(errs), "failure": r.failure,
+                          "error_ms": summary(errs) if errs else None,
+                          "worst_abs_ms": max(abs(e) for e in errs) if errs else None,
+                          "quiet_cycles": len(quiet),
+                          "quiet_worst_abs_ms": max(abs(e) for e in quiet) if quiet else None,
+                          "quiet_median_ms": median(quiet) if quiet else None,
+                          "raw_ms": errs, "stall_ms": r.stalls_ms}
+    return result
+
+
+# ---------------------------------------------------------------- 4: idle query
+
+def bench_query(calls, blocks=5):
+    x = Xvfb()
+    try:
+        xprintidle = shutil.which("xprintidle")
+        out = x.run([XBENCH, "alt", str(calls), XIDLELOCK, "idle", "--", xprintidle]).stdout.split("\n")
+    finally:
+        x.close()
+    a = [int(line[2:]) / 1e6 for line in out if line.startswith("a ")]
+    b = [int(line[2:]) / 1e6 for line in out if line.startswith("b ")]
+    size = len(a) // blocks
+    block_ratios = [median(a[i * size:(i + 1) * size]) / median(b[i * size:(i + 1) * size]) for i in range(blocks)]
+    return {"calls": calls,
+            "xidlelock": {"median": median(a), "p90": pct(a, 0.9), "min": min(a), "max": max(a)},
+            "xprintidle": {"median": median(b), "p90": pct(b, 0.9), "min": min(b), "max": max(b)},
+            "ratio_median": median(a) / median(b),
+            "ratio_p90": pct(a, 0.9) / pct(b, 0.9),
+            "block_ratios": summary(block_ratios)}
+
+
+# ---------------------------------------------------------------- 6: the core
+
+def bench_core(days, repeats):
+    out = subprocess.run([CORE_BENCH, "--days", str(days), "--repeats", str(repeats)],
+                         check=True, capture_output=True, text=True, timeout=600).stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    result = {}
+    for feed in ("agent", "every"):
+        mine = [r for r in rows if r["feed"] == feed]
+        result[feed] = {"days": days, "repeats": repeats,
+                        "events_per_day": mine[0]["events"] / days,
+                        "days_per_s": summary([r["days_per_s"] for r in mine]),
+                        "events_per_s": summary([r["events_per_s"] for r in mine])}
+    return result
+
+
+# ---------------------------------------------------------------- machine, table, file
+
+def machine():
+    model = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    swift = subprocess.run(["swift", "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    debian = open("/etc/debian_version").read().strip() if os.path.exists("/etc/debian_version") else "?"
+
+    def version(cmd):
+        try:
+            out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", cmd], capture_output=True, text=True).stdout
+            return out or "?"
+        except OSError:
+            return "?"
+    return {"cores": os.cpu_count(), "cpu": model, "kernel": platform.release(),
+            "swift": swift[0] if swift else "?", "debian": debian,
+            "load_start": os.getloadavg(),
+            "versions": {p: version(p) for p in ("xvfb", "xautolock", "xss-lock", "xprintidle")}}
+
+
+def verdict(ok):
+    if ok is None:
+        return "n/a: too few cycles on an idle machine (rerun when it is quieter)"
+    return "**pass**" if ok else "**MISS**"
+
+
+def render(res, quick, command, date, elapsed):
+    m, idle, burst, dl, q, core = (res[k] for k in ("machine", "idle", "burst", "deadline", "query", "core"))
+    L = []
+    L.append("# Benchmarks")
+    L.append("")
+    L.append(f"Generated by `bench/bench.py` on {date} ({'QUICK mode: short windows, few repeats' if quick else 'full mode'};"
+             f" took {elapsed:.0f} s). Reproduce with:")
+    L.append("")
+    L.append(f"    {command}")
+    L.append("")
+    pressure = ", ".join(f"{k} {v:.0f}%" for k, v in res["pressure"].items()) or "n/a"
+    versions = ", ".join(f"{p} {v}" for p, v in m["versions"].items())
+    L.append(f"Machine: {m['cores']} cores, {m['cpu']}, Linux {m['kernel']}, Debian {m['debian']}, {m['swift']}; "
+             f"{versions}.")
+    L.append("")
+    L.append(f"Shared machine: other builds and tests ran at the same time. Load average {m['load_start'][0]:.2f} at "
+             f"start, {m['load_end'][0]:.2f} at end; CPU pressure (PSI: share of the time some task waited for a "
+             f"CPU) per test: {pressure}.")
+    L.append("")
+    L.append("Cells are `median (min–max)` over repeats or sub-windows; ratios are xidlelock ÷ peer, of medians.")
+    L.append("")
+    L.append("| # | measure | xidlelock | xautolock | xss-lock | xprintidle | ratio |")
+    L.append("|---|---|---|---|---|---|---|")
+    a = idle["agent_per_min"]
+    L.append(f"| 1 | agent wake-ups per idle minute ({idle['window_s']:.0f} s window, {a['xidlelock']['n']} sub-windows; "
+             f"total in window) | {cell(a['xidlelock'])}; {idle['agent_total']['xidlelock']} | {cell(a['xautolock'])}; "
+             f"{idle['agent_total']['xautolock']} | {cell(a['xss-lock'])}; {idle['agent_total']['xss-lock']} | – | "
+             f"vs xautolock {ratio(a['xidlelock']['median'], a['xautolock']['median'])} |")
+    s = idle["server_caused_per_min"]
+    L.append(f"| 1 | X server wake-ups per idle minute caused (minus an Xvfb with no client: "
+             f"{fmt(idle['server_per_min']['none']['median'])}/min) | {cell(s['xidlelock'])} | {cell(s['xautolock'])} | "
+             f"{cell(s['xss-lock'])} | – | |")
+    L.append(f"| 2 | agent CPU per motion event, ns ({burst['motions']:,} XTest motions, {burst['repeats']} repeats, "
+             f"fresh agent each) | {cell(burst['xidlelock']['agent_ns_per_event'])} | "
+             f"{cell(burst['xautolock']['agent_ns_per_event'])} | {cell(burst['xss-lock']['agent_ns_per_event'])} | – | "
+             f"vs xss-lock {ratio(burst['xidlelock']['agent_ns_per_event']['median'], burst['xss-lock']['agent_ns_per_event']['median'])} |")
+    L.append(f"| 2 | X server CPU added per motion event, ns (server alone: "
+             f"{fmt(burst['server_alone_ns_per_event']['median'])} ns/event) | "
+             f"{cell(burst['xidlelock']['server_added_ns_per_event'])} | {cell(burst['xautolock']['server_added_ns_per_event'])} | "
+             f"{cell(burst['xss-lock']['server_added_ns_per_event'])} | – | |")
+    xe, se = dl["xidlelock"].get("error_ms"), dl["xss-lock"].get("error_ms")
+    stopped = {n: f" (stopped: {dl[n]['failure']})" if dl[n]["failure"] else "" for n in ("xidlelock", "xss-lock")}
+    xa_poll = 60.0 / a["xautolock"]["median"] * 1000 if a["xautolock"]["median"] > 0 else float("nan")
+    L.append(f"| 3 | deadline error, ms: median (min–max); worst \\|error\\| — lock 1 s "
+             f"({dl['xidlelock']['cycles']} / {dl['xss-lock']['cycles']} cycles; xss-lock with `xset s 1`) | "
+             f"{cell(xe, digits=2) if xe else 'failed'}; {fmt(dl['xidlelock']['worst_abs_ms'] or float('nan'), 2)}{stopped['xidlelock']} | "
+             f"polls: whole minutes (`-time` ≥ 1 min), error up to one poll period ≈ {fmt(xa_poll, 0)} ms (from row 1) | "
+             f"{cell(se, digits=2) if se else 'failed'}; {fmt(dl['xss-lock']['worst_abs_ms'] or float('nan'), 2)}{stopped['xss-lock']} | – | "
+             f"vs xss-lock {ratio(xe['median'], se['median']) if xe and se else 'n/a'} |")
+    qx, qs = dl["xidlelock"], dl["xss-lock"]
+
+    def quiet(d):
+        if not d.get("quiet_cycles"):
+            return "none"
+        return f"{fmt(d['quiet_median_ms'], 2)}; {fmt(d['quiet_worst_abs_ms'], 2)} ({d['quiet_cycles']} cycles)"
+    L.append(f"| 3 | the same on cycles the machine was idle for (CPU stall < {QUIET_STALL_MS:g} ms from 50 ms "
+             f"before the deadline to the lock): median; worst | {quiet(qx)} | – | {quiet(qs)} | – | |")
+    L.append(f"| 4 | `idle` query wall time per call, ms: median; p90 ({q['calls']} calls each, alternating) | "
+             f"{fmt(q['xidlelock']['median'], 2)}; {fmt(q['xidlelock']['p90'], 2)} | – | – | "
+             f"{fmt(q['xprintidle']['median'], 2)}; {fmt(q['xprintidle']['p90'], 2)} | {q['ratio_median']:.2f}× "
+             f"(blocks {fmt(q['block_ratios']['min'], 2)}–{fmt(q['block_ratios']['max'], 2)}); p90 {q['ratio_p90']:.2f}× |")
+    mem = idle["memory_kb"]
+    L.append(f"| 5 | idle agent VmRSS / RssAnon, kB | {mem['xidlelock']['VmRSS']:,} / {mem['xidlelock']['RssAnon']:,} | "
+             f"{mem['xautolock']['VmRSS']:,} / {mem['xautolock']['RssAnon']:,} | {mem['xss-lock']['VmRSS']:,} / "
+             f"{mem['xss-lock']['RssAnon']:,} | – | RssAnon vs xautolock "
+             f"{ratio(mem['xidlelock']['RssAnon'], mem['xautolock']['RssAnon'])}, vs xss-lock "
+             f"{ratio(mem['xidlelock']['RssAnon'], mem['xss-lock']['RssAnon'])} |")
+    ca, ce = core["agent"], core["every"]
+    L.append(f"| 6 | IdleCore: simulated days/s, agent feed ({fmt(ca['events_per_day'], 0)} events/day) | "
+             f"{cell(ca['days_per_s'])} | – | – | – | |")
+    L.append(f"| 6 | IdleCore: events/s, every raw input fed ({fmt(ce['events_per_day'], 0)} events/day; days/s "
+             f"{fmt(ce['days_per_s']['median'])}) | {cell(ce['events_per_s'])} | – | – | – | |")
+    L.append("")
+    L.append("## Targets")
+    L.append("")
+    L.append("| target | measured | result |")
+    L.append("|---|---|---|")
+    t = res["targets"]
+    for name, measured, ok in t:
+        L.append(f"| {name} | {measured} | {verdict(ok)} |")
+    L.append("")
+    L.append("## How each figure is taken")
+    L.append("")
+    L.append(
+        "1. Each agent idles on its own private Xvfb (xidlelock `--lock-after 1h --locker true`, "
+        "`xautolock -time 10 -locker true`, `xss-lock -- true` after `xset s 600`), plus an Xvfb with no client, all over "
+        "the same window after 1 s of settling. Wake-ups = voluntary + involuntary context switches summed over "
+        "`/proc/PID/task/*/status`, per sub-window, scaled to a minute.")
+    L.append(
+        "2. `xbench motion N` (bench/xbench.c) sends N `XTestFakeRelativeMotionEvent` (+1/−1 px) with `XSync` every "
+        "256. CPU = first field of `/proc/PID/task/*/schedstat` (ns on CPU) before the burst and after the agent has "
+        "gone quiet again, divided by N. Server CPU added = server CPU with the agent − median server CPU with no "
+        "agent, per event. Configurations are interleaved per repeat.")
+    o = dl["overhead_ms"]
+    L.append(
+        f"3. The locker is `xbench now FILE`, which appends CLOCK_MONOTONIC ns. A cycle: 100 ms after a lock, one XTest "
+        f"motion (t0 taken just before it is sent), lock time 1 s; error = t1 − t0 − 1 s − the helper's own start-up "
+        f"(measured: `sh -c` {o['sh']['median']:.2f} ms, direct exec {o['exec']['median']:.2f} ms; subtracted for "
+        f"xidlelock and xss-lock respectively). xss-lock 0.3.0 aborts (assertion `logind_session`) on a machine without logind "
+        f"when its locker exits or the screensaver turns off, so a fresh one is started right after each cycle's "
+        f"input."
+        + (" xidlelock and xss-lock cycles ran at the same time on two servers (quick mode)." if dl["concurrent"] else ""))
+    L.append(
+        "4. `xbench alt N A -- B` runs `xidlelock idle` and `xprintidle` alternately (order swapped every round), "
+        "wall time from `posix_spawn` to `waitpid`, stdout to /dev/null, one Xvfb. Block ratios: the calls in 5 "
+        "blocks, ratio of medians per block.")
+    L.append("5. VmRSS and RssAnon from `/proc/PID/status` of the agents of row 1, at the end of the idle window.")
+    L.append(
+        "6. `.build/release/IdleCoreBench`: simulated days (night suspend, 8 h of work and idle segments, lock and "
+        "unlock, 1-minute warning) on an injected clock. *Agent feed*: input only while the machine listens, wakes "
+        "at deadlines; *every*: each raw input event. Times include the simulation's own work.")
+    L.append("")
+    return "\n".join(L)
+
+
+def targets(res):
+    idle, burst, dl, q, mem = res["idle"], res["burst"], res["deadline"], res["query"], res["idle"]["memory_kb"]
+    wake = idle["agent_total"]["xidlelock"]
+    cpu = burst["xidlelock"]["agent_ns_per_event"]["median"]
+    xe = dl["xidlelock"].get("error_ms")
+    worst = dl["xidlelock"].get("worst_abs_ms")
+    anon = mem["xidlelock"]["RssAnon"]
+    enough = dl["xidlelock"]["cycles"] >= res["plan"]["cycles"]  # a run cut short proves nothing
+    qn, qworst = dl["xidlelock"].get("quiet_cycles", 0), dl["xidlelock"].get("quiet_worst_abs_ms")
+    return [
+        ("wake-ups between deadlines = 0", f"{wake} in {idle['window_s']:.0f} s idle", wake == 0),
+        ("agent CPU per motion event ≤ 0.5 µs amortised", f"{cpu / 1000:.4f} µs", cpu <= 500),
+        ("deadline error median ≤ 10 ms", f"{xe['median']:.2f} ms" if xe else "failed", enough and abs(xe["median"]) <= 10),
+        ("deadline error worst ≤ 50 ms (idle machine)",
+         f"{qworst:.2f} ms over {qn} idle-machine cycles (all {len(dl['xidlelock']['raw_ms'])}: {worst:.2f} ms)"
+         if qn else f"all cycles: {worst:.2f} ms" if xe else "failed",
+         (enough and qworst <= 50) if qn >= 10 or not enough else None),
+        ("`xidlelock idle` ≤ 1.2× `xprintidle` wall time", f"{q['ratio_median']:.2f}×", q["ratio_median"] <= 1.2),
+        ("idle agent RssAnon ≤ 1024 kB", f"{anon:,} kB", anon <= 1024),
+    ]
+
+
+def build_helper():
+    os.makedirs(RESULTS, exist_ok=True)
+    src = os.path.join(ROOT, "bench", "xbench.c")
+    subprocess.run(["cc", "-O2", "-Wall", "-o", XBENCH, src, "-lX11", "-lXtst"], check=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="about a minute: 10 s windows, fewer repeats")
+    ap.add_argument("--output", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    args = ap.parse_args()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    for need in (XIDLELOCK, CORE_BENCH):
+        if not os.path.exists(need):
+            sys.exit(f"bench: {need} is missing: run `swift build -c release` (make bench does)")
+    for tool in ("Xvfb", "xautolock", "xss-lock", "xprintidle", "xset", "cc"):
+        if not shutil.which(tool):
+            sys.exit(f"bench: {tool} is not installed (sh .ci/install-packages build bench)")
+    quick = args.quick
+    plan = dict(window=10.0, samples=5, motions=20_000, burst_repeats=3, cycles=20, calls=200, days=200, core_repeats=5) \
+        if quick else dict(window=60.0, samples=6, motions=20_000, burst_repeats=9, cycles=30, calls=400, days=2000, core_repeats=9)
+    command = "make bench QUICK=1" if quick else "make bench"
+    began = time.monotonic()
+    date = time.strftime("%Y-%m-%d %H:%M %Z")
+    res = {"machine": machine(), "quick": quick, "plan": plan}
+    m = res["machine"]
+    print(f"machine: {m['cores']} cores, {m['cpu']}, Linux {m['kernel']}, {m['swift']}; load {m['load_start'][0]:.2f}", flush=True)
+    res["pressure"] = {}
+
+    def section(key, label, run):
+        print(label, flush=True)
+        stall0, t0 = cpu_stall_us(), time.monotonic()
+        res[key] = run()
+        stall1, t1 = cpu_stall_us(), time.monotonic()
+        if stall0 is not None and stall1 is not None:
+            res["pressure"][key] = (stall1 - stall0) / 1e4 / (t1 - t0)  # % of the time
+
+    try:
+        build_helper()
+        section("idle", f"[1,5] idle wake-ups and memory: {plan['window']:.0f} s window ...",
+                lambda: bench_idle(plan["window"], plan["samples"]))
+        section("burst", f"[2] bursts of {plan['motions']:,} motions x {plan['burst_repeats']} ...",
+                lambda: bench_burst(plan["motions"], plan["burst_repeats"]))
+        section("deadline", f"[3] deadline precision: {plan['cycles']} lock cycles ...",
+                lambda: bench_deadline(plan["cycles"], together=quick))
+        section("query", f"[4] idle query: {plan['calls']} calls each ...", lambda: bench_query(plan["calls"]))
+        section("core", f"[6] IdleCore: {plan['days']} simulated days x {plan['core_repeats']} ...",
+                lambda: bench_core(plan["days"], plan["core_repeats"]))
+    finally:
+        stop_all()
+    m["load_end"] = os.getloadavg()
+    res["targets"] = targets(res)
+    text = render(res, quick, command, date, time.monotonic() - began)
+    with open(args.output, "w") as f:
+        f.write(text)
+    with open(os.path.join(RESULTS, f"results-{'quick' if quick else 'full'}.json"), "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    print()
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as e:
+        stop_all()
+        sys.exit(f"bench: interrupted ({e}); every process it started has been ended")
