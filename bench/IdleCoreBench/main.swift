@@ -82,6 +82,8 @@ struct Simulation {
                 break
             case .log(_, let message):
                 checksum &+= message.utf8.count
+            case .announce:
+                checksum &+= 1
             }
         }
     }
