@@ -30,7 +30,8 @@ public enum JSONValue: Equatable, Sendable {
     public var number: Double? { if case .number(let n) = self { n } else { nil } }
     /// A whole number that fits in Int64, or nil.
     public var integer: Int64? {
-        guard let n = number, n == n.rounded(), abs(n) < 9.0e15 else { return nil }
+        // Converting first keeps libm (rounded()) out of the pure core.
+        guard let n = number, abs(n) < 9.0e15, Double(Int64(n)) == n else { return nil }
         return Int64(n)
     }
 
@@ -55,7 +56,7 @@ public enum JSONValue: Equatable, Sendable {
         case .null: out += "null"
         case .bool(let b): out += b ? "true" : "false"
         case .number(let n):
-            if n == n.rounded(), abs(n) < 9.0e15 { out += String(Int64(n)) } else { out += String(n) }
+            if abs(n) < 9.0e15, Double(Int64(n)) == n { out += String(Int64(n)) } else { out += String(n) }
         case .string(let s): JSONValue.quote(s, into: &out)
         case .array(let items):
             out += "["
