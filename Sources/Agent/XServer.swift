@@ -92,7 +92,7 @@ final class XServer {
     /// A round trip: events may be buffered afterwards, so drain before waiting.
     func idleTime() -> Millis? {
         guard XScreenSaverQueryInfo(display, root, info) != 0 else { return nil }
-        return Millis(Int64(info.pointee.idle))
+        return Millis(Int64(clamping: info.pointee.idle))
     }
 
     /// Reads every event Xlib has or can read without blocking; returns how many
