@@ -76,7 +76,7 @@ final class ControlServer {
             let n = pread(lockFile, &buffer, 31, 0)
             let pid = n > 0 ? String(decoding: buffer[..<n], as: UTF8.self).filter(\.isNumber) : "?"
             close(lockFile)
-            throw .failed("another xidlelock agent (pid \(pid)) already runs for this display (socket \(path))")
+            throw .alreadyRunning("another xidlelock agent (pid \(pid)) already runs for this display (socket \(path))")
         }
         _ = ftruncate(lockFile, 0)
         let pidText = "\(getpid())\n"

@@ -388,8 +388,9 @@ public enum Invocation: Equatable, Sendable {
 
             Commands are run with /bin/sh -c, in their own session, with XIDLELOCK_EVENT,
             XIDLELOCK_STAGE, XIDLELOCK_IDLE_MS and XIDLELOCK_SUSPEND_GAP_MS set.
-            Exit status: 0 done, 1 runtime error (or another agent runs), 64 usage
-            error, 69 display, X extension, locker or agent unavailable. See xidlelock(1).
+            Exit status: 0 done, 1 runtime error, 64 usage error, 69 display, X
+            extension, locker or agent unavailable, 73 another agent runs for this
+            display. See xidlelock(1).
             """
     }
 }
