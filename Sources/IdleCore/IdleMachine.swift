@@ -328,9 +328,12 @@ public struct IdleMachine: Sendable {
     mutating func crossCheck(serverIdle: Millis, _ now: Instant, _ out: inout [Action]) {
         let tolerance = IdleMachine.crossCheckTolerance
         let serverActivity = now.monotonic - serverIdle
-        if serverActivity > lastActivityAt.monotonic + tolerance {
-            // While listening was paused, input is the likely cause: it was not heard on purpose.
-            let explainedByInput = !listensForInput || serverActivity <= listeningSince.monotonic + tolerance
+        if serverActivity > lastActivityAt.monotonic {
+            // Input explains it while listening was paused (not heard on purpose), or when
+            // it follows heard input closely (a key's release after its press). Either way
+            // the server's time is the exact one: the lock comes at its idle time, not before.
+            let explainedByInput = !listensForInput
+                || serverActivity <= max(listeningSince.monotonic, lastActivityAt.monotonic) + tolerance
             if !explainedByInput {
                 report(.resetWithoutInput, config.screensaverResetCountsAsActivity
                     ? "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp); counting that as activity, as --ignore-screensaver-reset would not"
