@@ -64,9 +64,15 @@ public final class Agent {
         var fds: [pollfd] = []
         var clients: [Connection] = []
         while true {
-            // Xlib may hold events read during a round trip while the fd stays quiet.
-            if x.drainInput() > 0 { perform(.input) }
-            x.listen(machine.listensForInput)
+            // Xlib reads events into its queue during round trips and flushes (the
+            // XFlush of listen() included), and then the fd stays quiet: drain right
+            // before waiting, after the last request, or a key's release would wait
+            // unseen until the next deadline and be taken for input then.
+            while true {
+                x.listen(machine.listensForInput)
+                guard x.drainInput() > 0 else { break }
+                perform(.input)
+            }
             armTimer()
 
             clients = Array(control.connections.values)
