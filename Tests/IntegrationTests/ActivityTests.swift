@@ -61,6 +61,32 @@ extension Sandbox {
         }
     }
 
+    /// A key pressed and released back to back: the release reaches the agent while it
+    /// switches listening off, and Xlib reads it into its queue during that request's
+    /// flush, after the agent's drain. Nothing wakes the agent for it; it is drained at
+    /// the next deadline and counted as input *then*, a whole pause after it happened.
+    /// A race: it shows in most trials on a quiet machine (`swift test --filter
+    /// eventArrivingAsListeningPauses`), in few while the rest of the suite loads the CPU.
+    @Test("an event that arrives as the agent stops listening does not postpone the lock", arguments: 1...4)
+    func eventArrivingAsListeningPauses(trial: Int) async throws {
+        let lockAfter = 3000
+        try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker, "--verbose"])
+            try await agent.waitForLog(containing: "started")
+            try await s.x("xdotool", "key", "--delay", "0", "a")
+            try await s.keepBusy(for: .milliseconds(500)) { _ in ["xdotool", "key", "shift"] }
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            #expect(idle >= lockAfter + earliestLock, "locked early: server idle \(idle) ms")
+            print("lock timing (stale event case): lock after \(lockAfter) ms, server idle at lock \(idle) ms")
+            withKnownIssue("an XI2 event read by the flush of XISelectEvents is counted as input at the next deadline, postponing the lock by up to one lock time",
+                           isIntermittent: true) {
+                #expect(idle <= lockAfter + latestLock,
+                        "locked \(idle - lockAfter) ms after the idle time\n\(agent.log)")
+            }
+        }
+    }
+
     @Test("screensaver resets and pointer warps count as activity by default", arguments: ServerReset.allCases)
     func serverResetsDeferTheLock(reset: ServerReset) async throws {
         let lockAfter = Self.lockAfter
