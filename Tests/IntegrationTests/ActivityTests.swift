@@ -67,23 +67,28 @@ extension Sandbox {
     /// the next deadline and counted as input *then*, a whole pause after it happened.
     /// A race: it shows in most trials on a quiet machine (`swift test --filter
     /// eventArrivingAsListeningPauses`), in few while the rest of the suite loads the CPU.
-    @Test("an event that arrives as the agent stops listening does not postpone the lock", arguments: 1...4)
-    func eventArrivingAsListeningPauses(trial: Int) async throws {
-        let lockAfter = 3000
-        try await Sandbox.with { s in
-            try await s.x("xdotool", "key", "shift")
-            let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker, "--verbose"])
-            try await agent.waitForLog(containing: "started")
-            try await s.x("xdotool", "key", "--delay", "0", "a")
-            try await s.keepBusy(for: .milliseconds(500)) { _ in ["xdotool", "key", "shift"] }
-            let idle = try await s.waitForNumber(in: "lock.idle")
-            #expect(idle >= lockAfter + earliestLock, "locked early: server idle \(idle) ms")
-            print("lock timing (stale event case): lock after \(lockAfter) ms, server idle at lock \(idle) ms")
-            withKnownIssue("an XI2 event read by the flush of XISelectEvents is counted as input at the next deadline, postponing the lock by up to one lock time",
-                           isIntermittent: true) {
-                #expect(idle <= lockAfter + latestLock,
-                        "locked \(idle - lockAfter) ms after the idle time\n\(agent.log)")
+    @Test("an event that arrives as the agent stops listening does not postpone the lock")
+    func eventArrivingAsListeningPauses() async throws {
+        let lockAfter = 2000
+        var lateLocks: [Int] = []
+        // Trials one after another, not in parallel: the race needs a quiet CPU. Stops at
+        // the first late lock.
+        for _ in 1...5 where lateLocks.isEmpty {
+            try await Sandbox.with { s in
+                try await s.x("xdotool", "key", "shift")
+                let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker])
+                try await agent.waitForLog(containing: "started")
+                try await s.x("xdotool", "key", "--delay", "0", "a")
+                try await s.keepBusy(for: .milliseconds(250)) { _ in ["xdotool", "key", "shift"] }
+                let idle = try await s.waitForNumber(in: "lock.idle")
+                print("lock timing (stale event case): lock after \(lockAfter) ms, server idle at lock \(idle) ms")
+                #expect(idle >= lockAfter + earliestLock, "locked early: server idle \(idle) ms")
+                if idle > lockAfter + latestLock { lateLocks.append(idle - lockAfter) }
             }
+        }
+        withKnownIssue("an XI2 event read by the flush of XISelectEvents is counted as input at the next deadline, postponing the lock by up to one lock time",
+                       isIntermittent: true) {
+            #expect(lateLocks.isEmpty, "locks late by \(lateLocks) ms")
         }
     }
 
