@@ -78,8 +78,8 @@ extension Sandbox {
                 try await s.x("xdotool", "key", "shift")
                 let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker])
                 try await agent.waitForLog(containing: "started")
-                try await s.x("xdotool", "key", "--delay", "0", "a")
-                try await s.keepBusy(for: .milliseconds(250)) { _ in ["xdotool", "key", "shift"] }
+                // More input 300 ms later (beyond the cross-check tolerance), then idleness.
+                try await s.x("xdotool", "key", "--delay", "0", "a", "sleep", "0.3", "key", "shift")
                 let idle = try await s.waitForNumber(in: "lock.idle")
                 print("lock timing (stale event case): lock after \(lockAfter) ms, server idle at lock \(idle) ms")
                 #expect(idle >= lockAfter + earliestLock, "locked early: server idle \(idle) ms")
@@ -89,6 +89,28 @@ extension Sandbox {
         withKnownIssue("an XI2 event read by the flush of XISelectEvents is counted as input at the next deadline, postponing the lock by up to one lock time",
                        isIntermittent: true) {
             #expect(lateLocks.isEmpty, "locks late by \(lateLocks) ms")
+        }
+    }
+
+    /// Listening pauses at the first input and later input is read off the server's
+    /// counter at the next deadline, but server activity within the 100 ms cross-check
+    /// tolerance of the agent's last activity is dropped: the lock comes up to 100 ms
+    /// before the user has been idle for the lock time.
+    @Test("input 80 ms after the input that paused listening still counts: the lock is not early")
+    func inputJustAfterListeningPaused() async throws {
+        let lockAfter = 2000
+        try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker])
+            try await agent.waitForLog(containing: "started")
+            try await s.x("xdotool", "key", "shift", "sleep", "0.08", "key", "shift")
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            print("lock timing (input within 100 ms case): lock after \(lockAfter) ms, server idle at lock \(idle) ms")
+            #expect(idle <= lockAfter + latestLock, "\(agent.log)")
+            withKnownIssue("server activity within the 100 ms cross-check tolerance after the input that paused listening is ignored; the lock comes up to 100 ms early",
+                           isIntermittent: true) {
+                #expect(idle >= lockAfter + earliestLock, "locked \(lockAfter - idle) ms before the idle time")
+            }
         }
     }
 
