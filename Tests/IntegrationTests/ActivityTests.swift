@@ -57,7 +57,8 @@ extension Sandbox {
             try await s.keepBusy(for: .milliseconds(lockAfter * 5 / 2)) { _ in input.command }
             #expect(!s.exists("lock.idle"), "locked while the user was busy\n\(agent.log)")
             let idle = try await s.waitForNumber(in: "lock.idle")
-            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter)
+            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter,
+                                   case: "\(input)\(ignoreScreensaverReset ? ", --ignore-screensaver-reset" : "")")
         }
     }
 
@@ -124,7 +125,7 @@ extension Sandbox {
             try await s.keepBusy(for: .milliseconds(lockAfter * 5 / 2), reset.command)
             #expect(!s.exists("lock.idle"), "locked while a video player kept the screen on\n\(agent.log)")
             let idle = try await s.waitForNumber(in: "lock.idle")
-            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter)
+            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter, case: "\(reset)")
             // Once, not once per reset: a video player resets every few seconds.
             #expect(agent.count(of: "counting that as activity") == 1, "\(agent.log)")
         }
