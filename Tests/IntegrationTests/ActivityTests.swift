@@ -57,7 +57,61 @@ extension Sandbox {
             try await s.keepBusy(for: .milliseconds(lockAfter * 5 / 2)) { _ in input.command }
             #expect(!s.exists("lock.idle"), "locked while the user was busy\n\(agent.log)")
             let idle = try await s.waitForNumber(in: "lock.idle")
-            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter)
+            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter,
+                                   case: "\(input)\(ignoreScreensaverReset ? ", --ignore-screensaver-reset" : "")")
+        }
+    }
+
+    /// A key pressed and released back to back: the release reaches the agent while it
+    /// switches listening off, and Xlib reads it into its queue during that request's
+    /// flush, after the agent's drain. Nothing wakes the agent for it; it is drained at
+    /// the next deadline and counted as input *then*, a whole pause after it happened.
+    /// A race: it shows in most trials on a quiet machine (`swift test --filter
+    /// eventArrivingAsListeningPauses`), in few while the rest of the suite loads the CPU.
+    @Test("an event that arrives as the agent stops listening does not postpone the lock")
+    func eventArrivingAsListeningPauses() async throws {
+        let lockAfter = 2000
+        var lateLocks: [Int] = []
+        // Trials one after another, not in parallel: the race needs a quiet CPU. Stops at
+        // the first late lock.
+        for _ in 1...5 where lateLocks.isEmpty {
+            try await Sandbox.with { s in
+                try await s.x("xdotool", "key", "shift")
+                let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker])
+                try await agent.waitForLog(containing: "started")
+                // More input 300 ms later (beyond the cross-check tolerance), then idleness.
+                try await s.x("xdotool", "key", "--delay", "0", "a", "sleep", "0.3", "key", "shift")
+                let idle = try await s.waitForNumber(in: "lock.idle")
+                print("lock timing (stale event case): lock after \(lockAfter) ms, server idle at lock \(idle) ms")
+                #expect(idle >= lockAfter + earliestLock, "locked early: server idle \(idle) ms")
+                if idle > lockAfter + latestLock { lateLocks.append(idle - lockAfter) }
+            }
+        }
+        withKnownIssue("an XI2 event read by the flush of XISelectEvents is counted as input at the next deadline, postponing the lock by up to one lock time",
+                       isIntermittent: true) {
+            #expect(lateLocks.isEmpty, "locks late by \(lateLocks) ms")
+        }
+    }
+
+    /// Listening pauses at the first input and later input is read off the server's
+    /// counter at the next deadline, but server activity within the 100 ms cross-check
+    /// tolerance of the agent's last activity is dropped: the lock comes up to 100 ms
+    /// before the user has been idle for the lock time.
+    @Test("input 80 ms after the input that paused listening still counts: the lock is not early")
+    func inputJustAfterListeningPaused() async throws {
+        let lockAfter = 2000
+        try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker])
+            try await agent.waitForLog(containing: "started")
+            try await s.x("xdotool", "key", "shift", "sleep", "0.08", "key", "shift")
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            print("lock timing (input within 100 ms case): lock after \(lockAfter) ms, server idle at lock \(idle) ms")
+            #expect(idle <= lockAfter + latestLock, "\(agent.log)")
+            withKnownIssue("server activity within the 100 ms cross-check tolerance after the input that paused listening is ignored; the lock comes up to 100 ms early",
+                           isIntermittent: true) {
+                #expect(idle >= lockAfter + earliestLock, "locked \(lockAfter - idle) ms before the idle time")
+            }
         }
     }
 
@@ -71,7 +125,7 @@ extension Sandbox {
             try await s.keepBusy(for: .milliseconds(lockAfter * 5 / 2), reset.command)
             #expect(!s.exists("lock.idle"), "locked while a video player kept the screen on\n\(agent.log)")
             let idle = try await s.waitForNumber(in: "lock.idle")
-            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter)
+            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter, case: "\(reset)")
             // Once, not once per reset: a video player resets every few seconds.
             #expect(agent.count(of: "counting that as activity") == 1, "\(agent.log)")
         }

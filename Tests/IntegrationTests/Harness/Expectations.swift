@@ -28,10 +28,12 @@ let latestLock = 1500
 
 /// Checks that a locker started when the server had been idle `idleAtLock` ms, for a
 /// configured lock time of `lockAfter` ms, and records the lateness.
-func expectLockOnTime(idleAtLock: Int, lockAfter: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+func expectLockOnTime(idleAtLock: Int, lockAfter: Int, case label: String = "",
+                      sourceLocation: SourceLocation = #_sourceLocation) async {
     let lateness = idleAtLock - lockAfter
     let summary = await LockTiming.shared.add(lateness)
-    print("lock timing: lock after \(lockAfter) ms, server idle at lock \(idleAtLock) ms, late \(lateness) ms; \(summary)")
+    let name = (Test.current?.displayName ?? Test.current?.name ?? "") + (label.isEmpty ? "" : " [\(label)]")
+    print("lock timing: lock after \(lockAfter) ms, server idle at lock \(idleAtLock) ms, late \(lateness) ms (\(name)); \(summary)")
     #expect(lateness >= earliestLock, "locked \(-lateness) ms before the idle time", sourceLocation: sourceLocation)
     #expect(lateness <= latestLock, "locked \(lateness) ms after the idle time", sourceLocation: sourceLocation)
 }
