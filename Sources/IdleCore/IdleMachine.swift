@@ -306,15 +306,15 @@ public struct IdleMachine: Sendable {
             out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; counted as idle time"))
         } else {
             out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; the idle time restarts (--suspend-resets-idle)"))
-            restartIdlePeriod(at: now, now, &out)
+            restartIdlePeriod(now, &out)
         }
     }
 
     /// `--suspend-resets-idle`: the idle period starts again at the resume (the
     /// agent wakes at every resume), stages and all; the user is not back, so
     /// resume commands wait for real activity.
-    mutating func restartIdlePeriod(at t: Instant, _ now: Instant, _ out: inout [Action]) {
-        lastActivityAt = t
+    mutating func restartIdlePeriod(_ now: Instant, _ out: inout [Action]) {
+        lastActivityAt = now
         gapsSinceActivity = []
         for i in notifiersShown { out.append(.terminate(.stage(i))) }
         notifiersShown = []
