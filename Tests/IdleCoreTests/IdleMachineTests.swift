@@ -24,10 +24,7 @@ struct LockingTests {
         s.advance(by: .minutes(3))
         s.input()
         #expect(s.machine.nextDeadline == Story.at(.minutes(8)))
-        s.wait(until: Story.at(.minutes(8)) - .ms(1))
-        #expect(s.actions.lockerStarts == 0)
-        s.wait(until: Story.at(.minutes(8)))
-        #expect(s.actions.lockerStarts == 1)
+        s.expectLock(1, exactlyAt: Story.at(.minutes(8)))
     }
 
     @Test("input the machine did not listen to still defers the lock, through the server's counter")
@@ -43,10 +40,7 @@ struct LockingTests {
         #expect(s.actions.lockerStarts == 0)
         #expect(s.machine.lastActivity == Story.at(.minutes(4)))
         #expect(s.machine.nextDeadline == Story.at(.minutes(9)))
-        s.wait(until: Story.at(.minutes(9)) - .ms(1))
-        #expect(s.actions.lockerStarts == 0)
-        s.wait(until: Story.at(.minutes(9)))
-        #expect(s.actions.lockerStarts == 1)
+        s.expectLock(1, exactlyAt: Story.at(.minutes(9)))
     }
 
     @Test("idle time from before the agent started counts")
@@ -92,10 +86,7 @@ struct CrossCheckTests {
         #expect(s.actions.lockerStarts == 0)
         #expect(s.machine.lastActivity == Story.at(.minutes(3)))
         #expect(s.actions.logs(containing: "reset without input").count == 1)
-        s.wait(until: Story.at(.minutes(8)) - .ms(1))
-        #expect(s.actions.lockerStarts == 0)
-        s.wait(until: Story.at(.minutes(8)))
-        #expect(s.actions.lockerStarts == 1)
+        s.expectLock(1, exactlyAt: Story.at(.minutes(8)))
     }
 
     @Test("a playing video keeps the screen unlocked, and the disagreement is logged once")

@@ -40,10 +40,7 @@ struct LockerTests {
         #expect(s.machine.idle(at: s.clock) == .zero)
         #expect(s.machine.nextDeadline == s.now + .minutes(10))
         let unlockedAt = s.now
-        s.wait(until: unlockedAt + .minutes(10) - .ms(1))
-        #expect(s.actions.lockerStarts == 1)
-        s.wait(until: unlockedAt + .minutes(10))
-        #expect(s.actions.lockerStarts == 2)
+        s.expectLock(2, exactlyAt: unlockedAt + .minutes(10))
     }
 
     @Test("--on-unlock runs at most once per --on-unlock-interval")

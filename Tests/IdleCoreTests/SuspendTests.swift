@@ -24,10 +24,7 @@ struct SuspendTests {
         s.advance(by: .minutes(2))
         #expect(s.suspend(for: .minutes(3)).started.isEmpty, "no deadline passed while asleep")
         #expect(s.machine.idle(at: s.clock) == .minutes(5))
-        s.wait(until: Story.at(.minutes(10)) - .ms(1))
-        #expect(s.actions.lockerStarts == 0)
-        s.wait(until: Story.at(.minutes(10)))
-        #expect(s.actions.lockerStarts == 1)
+        s.expectLock(1, exactlyAt: Story.at(.minutes(10)))
         #expect(s.actions.runs(.locker).first?["XIDLELOCK_SUSPEND_GAP_MS"] == "180000")
     }
 
@@ -41,10 +38,7 @@ struct SuspendTests {
         #expect(s.machine.idle(at: s.clock) == .zero)
         #expect(s.machine.lastSuspendGap?.length == .minutes(7))
         let resumedAt = s.now
-        s.wait(until: resumedAt + .minutes(10) - .ms(1))
-        #expect(s.actions.lockerStarts == 0)
-        s.wait(until: resumedAt + .minutes(10))
-        #expect(s.actions.lockerStarts == 1)
+        s.expectLock(1, exactlyAt: resumedAt + .minutes(10))
     }
 
     @Test("gaps under 100 ms are clock jitter, not a suspend, and do not add up")

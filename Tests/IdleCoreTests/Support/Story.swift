@@ -116,6 +116,16 @@ struct Story {
     }
 
     /// The user is away: the edge sleeps until `boottime`, waking at every deadline on the way.
+    /// Lock number `number` (counted from the story's start) comes exactly at
+    /// `boottime`: not a millisecond before, and then.
+    mutating func expectLock(_ number: Int, exactlyAt boottime: Millis,
+                             sourceLocation: SourceLocation = #_sourceLocation) {
+        wait(until: boottime - .ms(1), sourceLocation: sourceLocation)
+        #expect(actions.lockerStarts == number - 1, "lock \(number) before \(boottime)", sourceLocation: sourceLocation)
+        wait(until: boottime, sourceLocation: sourceLocation)
+        #expect(actions.lockerStarts == number, "lock \(number) not at \(boottime)", sourceLocation: sourceLocation)
+    }
+
     @discardableResult
     mutating func wait(until boottime: Millis, sourceLocation: SourceLocation = #_sourceLocation) -> [Action] {
         var out: [Action] = []
