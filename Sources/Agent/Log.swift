@@ -1,16 +1,52 @@
-import CLinux
 import Glibc
 import IdleCore
 
 /// One line per event on stderr. Under systemd (JOURNAL_STREAM set) each line
 /// starts with a syslog priority (`<3>`) so the journal keeps the level.
-enum Log {
+///
+/// Logging never stalls the agent: a reader that does not read (a full pipe, a
+/// stopped pager) must not stop it locking. The agent writes through its own
+/// non-blocking descriptor for stderr, drops lines the sink cannot take, and
+/// says how many when it can write again.
+public enum Log {
     nonisolated(unsafe) static var threshold = LogLevel.info
     nonisolated(unsafe) static var journald = getenv("JOURNAL_STREAM") != nil
+    /// Where lines go: fd 2 until `makeNonBlocking()` opens a descriptor of its own.
+    nonisolated(unsafe) static var sink: Int32 = 2
+    /// stderr is a socket (the journal's stream): written with MSG_DONTWAIT.
+    nonisolated(unsafe) static var sinkIsSocket = false
+    nonisolated(unsafe) private(set) static var dropped = 0
+
+    /// Gives the log a non-blocking descriptor of its own. O_NONBLOCK on fd 2 itself
+    /// would change the terminal or pipe shared with the shell and the hooks, so a
+    /// new open file description of the same file is made (sockets cannot be
+    /// reopened; they get MSG_DONTWAIT instead).
+    public static func makeNonBlocking() {
+        var info = stat()
+        guard fstat(2, &info) == 0 else { return }
+        if info.st_mode & S_IFMT == S_IFSOCK {
+            sinkIsSocket = true
+            return
+        }
+        let fd = open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        if fd >= 0 { sink = fd }
+    }
 
     static func write(_ level: LogLevel, _ message: String) {
         guard level >= threshold else { return }
-        var line: String
+        if dropped > 0 {
+            let count = dropped
+            dropped = 0
+            emit(line(.warning, "\(count) log line\(count == 1 ? " was" : "s were") dropped: the log's reader was not reading"))
+        }
+        emit(line(level, message))
+    }
+
+    static func debug(_ message: @autoclosure () -> String) {
+        if threshold <= .debug { write(.debug, message()) }
+    }
+
+    static func line(_ level: LogLevel, _ message: String) -> String {
         if journald {
             let priority = switch level {
             case .debug: 7
@@ -18,63 +54,40 @@ enum Log {
             case .warning: 4
             case .error: 3
             }
-            line = "<\(priority)>\(message)\n"
-        } else {
-            let label = switch level {
-            case .debug: "debug: "
-            case .info: ""
-            case .warning: "warning: "
-            case .error: "error: "
+            return "<\(priority)>\(message)\n"
+        }
+        let label = switch level {
+        case .debug: "debug: "
+        case .info: ""
+        case .warning: "warning: "
+        case .error: "error: "
+        }
+        return "xidlelock: \(label)\(message)\n"
+    }
+
+    /// Writes what the sink takes now; a line it cannot take whole is counted as dropped.
+    private static func emit(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            let raw = UnsafeRawBufferPointer(bytes)
+            let written = try? Syscall.nonBlocking("write") {
+                sinkIsSocket ? send(sink, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+                    : Glibc.write(sink, raw.baseAddress, raw.count)
             }
-            line = "xidlelock: \(label)\(message)\n"
-        }
-        line.withUTF8 { bytes in
-            var rest = UnsafeRawBufferPointer(bytes)
-            while !rest.isEmpty {
-                let n = Glibc.write(2, rest.baseAddress, rest.count)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return }
-                rest = UnsafeRawBufferPointer(rebasing: rest[n...])
-            }
-        }
-    }
-
-    static func debug(_ message: @autoclosure () -> String) {
-        if threshold <= .debug { write(.debug, message()) }
-    }
-}
-
-/// Errors that end the agent or a command, with the exit status of the convention.
-public enum AgentError: Error, Equatable {
-    /// Something the agent needs is not there: the display, an X extension, a locker. Exit 69.
-    case unavailable(String)
-    /// Another agent already runs for this user and display. Exit 73 (EX_CANTCREAT:
-    /// its socket cannot be created), which a service manager should not restart.
-    case alreadyRunning(String)
-    /// Anything else that stops the agent. Exit 1.
-    case failed(String)
-
-    public var message: String {
-        switch self {
-        case .unavailable(let m), .alreadyRunning(let m), .failed(let m): m
-        }
-    }
-
-    public var exitStatus: Int32 {
-        switch self {
-        case .unavailable: 69
-        case .alreadyRunning: 73
-        case .failed: 1
+            if case .done(let n) = written, n == raw.count { return }
+            dropped += 1
         }
     }
 }
 
-/// Reads both clocks together.
-enum Clock {
-    static func now() -> Instant {
-        var monotonic: Int64 = 0
-        var boottime: Int64 = 0
-        xil_clocks_now(&monotonic, &boottime)
-        return Instant(monotonic: Millis(monotonic / 1_000_000), boottime: Millis(boottime / 1_000_000))
+/// Makes descriptors 0, 1 and 2 valid before anything else is opened. A launcher
+/// that starts the agent with them closed would otherwise hand fd 2 to the X
+/// connection or the lock file, and log lines would be written into those.
+public enum StandardStreams {
+    public static func ensureOpen() {
+        for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+            // open returns the lowest free number: this one.
+            _ = open("/dev/null", O_RDWR)
+        }
     }
 }

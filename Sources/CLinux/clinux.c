@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -16,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 static int64_t ns_of(const struct timespec *t) {
     return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
@@ -61,56 +59,95 @@ int xil_signalfd_read(int fd) {
     return -1;
 }
 
-static int has_name(const char *entry, const char *const *extra, int n) {
-    const char *eq = strchr(entry, '=');
-    size_t len = eq ? (size_t)(eq - entry) : strlen(entry);
-    for (int i = 0; i < n; i++) {
-        if (strncmp(entry, extra[i], len) == 0 && extra[i][len] == '=') return 1;
-    }
-    return 0;
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* Marks every descriptor from `first` on close-on-exec. close_range(2) does it in
+ * one call (Linux 5.11); older kernels get a bounded loop. */
+static void cloexec_from(int first) {
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)first, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+#endif
+    long max = sysconf(_SC_OPEN_MAX);
+    if (max < 0 || max > 65536) max = 65536;
+    for (int fd = first; fd < max; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-int xil_spawn_shell(const char *command, const char *const *extra_env,
-                    int n_extra, pid_t *pid) {
-    size_t count = 0;
-    for (char **e = environ; *e; e++) count++;
-    char **envp = calloc(count + (size_t)n_extra + 1, sizeof *envp);
-    if (!envp) return ENOMEM;
-    size_t k = 0;
-    /* The agent's own XIDLELOCK_ variables (say it was started from a hook)
-     * would describe another event: only this event's variables are passed. */
-    for (char **e = environ; *e; e++)
-        if (strncmp(*e, "XIDLELOCK_", 10) != 0 && !has_name(*e, extra_env, n_extra)) envp[k++] = *e;
-    for (int i = 0; i < n_extra; i++) envp[k++] = (char *)extra_env[i];
-    envp[k] = NULL;
-
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_t actions;
-    int err = posix_spawnattr_init(&attr);
-    if (err) { free(envp); return err; }
-    err = posix_spawn_file_actions_init(&actions);
-    if (err) { posix_spawnattr_destroy(&attr); free(envp); return err; }
-
-    /* The agent blocks signals for its signalfd; a hook must not inherit
-     * that mask, nor any handler, or `kill` would not stop it. */
-    sigset_t none, all;
+/* Only async-signal-safe calls from here to exec: the child of a fork. */
+static void child_after_fork(const struct xil_spawn_request *r, int report) {
+    if (r->new_session) setsid();
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    /* glibc refuses its two internal signals (32, 33); nothing here ignores them,
+     * and exec resets handled signals, so they start at their defaults anyway. */
+    for (int s = 1; s < NSIG; s++) sigaction(s, &dfl, NULL);
+    sigset_t none;
     sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, 2, 1);
-    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    sigprocmask(SIG_SETMASK, &none, NULL);
 
-    char *argv[] = {"sh", "-c", (char *)command, NULL};
-    err = posix_spawn(pid, "/bin/sh", &actions, &attr, argv, envp);
+    /* Move the passed descriptors out of the way first, so that one's target
+     * number cannot clobber another's source. */
+    int moved[64];
+    int n = r->n_fds < 64 ? r->n_fds : 64;
+    for (int i = 0; i < n; i++) {
+        moved[i] = fcntl(r->fds[i].from, F_DUPFD_CLOEXEC, 64);
+        if (moved[i] < 0) goto fail;
+    }
+    if (r->stdin_null) {
+        int null = open("/dev/null", O_RDONLY);
+        if (null < 0) goto fail;
+        if (null != 0) { dup2(null, 0); close(null); }
+    }
+    if (r->stdout_to_stderr) dup2(2, 1);
+    cloexec_from(3);
+    for (int i = 0; i < n; i++) {
+        if (dup2(moved[i], r->fds[i].to) < 0) goto fail;
+    }
+    if (r->search_path) {
+        execvpe(r->path, (char *const *)r->argv, (char *const *)r->envp);
+    } else {
+        execve(r->path, (char *const *)r->argv, (char *const *)r->envp);
+    }
+fail:;
+    int err = errno;
+    ssize_t ignored = write(report, &err, sizeof err);
+    (void)ignored;
+    _exit(127);
+}
 
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    free(envp);
-    return err;
+int xil_spawn(const struct xil_spawn_request *request, pid_t *pid) {
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return errno;
+    pid_t child = fork();
+    if (child < 0) {
+        int err = errno;
+        close(report[0]);
+        close(report[1]);
+        return err;
+    }
+    if (child == 0) {
+        close(report[0]);
+        child_after_fork(request, report[1]);
+    }
+    close(report[1]);
+    int err = 0;
+    ssize_t n;
+    do {
+        n = read(report[0], &err, sizeof err);
+    } while (n < 0 && errno == EINTR);
+    close(report[0]);
+    if (n == (ssize_t)sizeof err) {
+        /* exec failed: the child is gone; reap it here so no one mistakes it
+         * for a process that ran. */
+        int status;
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+        return err ? err : EIO;
+    }
+    *pid = child;
+    return 0;
 }
 
 pid_t xil_reap_one(int *exit_status, int *signal) {
@@ -126,21 +163,6 @@ pid_t xil_reap_one(int *exit_status, int *signal) {
         else if (WIFSIGNALED(status)) *signal = WTERMSIG(status);
     }
     return pid;
-}
-
-int xil_spawn_argv(const char *const *argv, pid_t *pid) {
-    posix_spawnattr_t attr;
-    int err = posix_spawnattr_init(&attr);
-    if (err) return err;
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    err = posix_spawnp(pid, argv[0], NULL, &attr, (char *const *)argv, environ);
-    posix_spawnattr_destroy(&attr);
-    return err;
 }
 
 int xil_peer_credentials(int fd, pid_t *pid, uid_t *uid) {
@@ -235,4 +257,10 @@ int xil_resume_watch_check(int fd) {
     if (n < 0 && errno == ECANCELED) return resume_watch_arm(fd) == 0 ? 1 : -1;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     return n < 0 ? -1 : 0;
+}
+
+int xil_signal_ignored(int signal) {
+    struct sigaction current;
+    if (sigaction(signal, NULL, &current) != 0) return 0;
+    return current.sa_handler == SIG_IGN;
 }

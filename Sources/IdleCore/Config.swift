@@ -35,8 +35,10 @@ public struct AgentConfig: Equatable, Sendable {
     public var screensaverResetCountsAsActivity: Bool
     /// Default true: time spent suspended counts as idle time. False is xautolock's `-detectsleep`.
     public var suspendCountsAsIdle: Bool
-    /// A locker that ends unsuccessfully within this time of starting probably never locked.
-    public var lockerFailureWindow: Millis
+    /// How long after its start the locker has to be seen grabbing the keyboard.
+    public var lockerGrabDeadline: Millis
+    /// An exit 0 sooner than this after the start never held the screen.
+    public var lockerShortestHold: Millis
     /// With `screensaverResetCountsAsActivity` false, how long input listening pauses after
     /// input; server activity inside the pause is attributed to input.
     public var inputPause: Millis
@@ -47,7 +49,8 @@ public struct AgentConfig: Equatable, Sendable {
         onUnlockInterval: Millis = .zero,
         screensaverResetCountsAsActivity: Bool = true,
         suspendCountsAsIdle: Bool = true,
-        lockerFailureWindow: Millis = .seconds(2),
+        lockerGrabDeadline: Millis = .seconds(3),
+        lockerShortestHold: Millis = .seconds(1),
         inputPause: Millis = .seconds(1)
     ) {
         self.stages = AgentConfig.ordered(stages)
@@ -55,7 +58,8 @@ public struct AgentConfig: Equatable, Sendable {
         self.onUnlockInterval = onUnlockInterval
         self.screensaverResetCountsAsActivity = screensaverResetCountsAsActivity
         self.suspendCountsAsIdle = suspendCountsAsIdle
-        self.lockerFailureWindow = lockerFailureWindow
+        self.lockerGrabDeadline = lockerGrabDeadline
+        self.lockerShortestHold = lockerShortestHold
         self.inputPause = inputPause
     }
 

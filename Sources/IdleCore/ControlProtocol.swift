@@ -98,9 +98,10 @@ public struct ProtocolError: Error, Equatable, Sendable {
 }
 
 extension IdleMachine {
-    /// The state in the user's words: locked, disabled, inhibited, notified or active.
+    /// The state in the user's words: locking, locked, locker-not-covering,
+    /// locker-failing, disabled, inhibited, notified or active.
     public var stateName: String {
-        if isLocked { return "locked" }
+        if lockerActive { return supervisor.stateName }
         if isDisabled { return "disabled" }
         if !inhibitors.isEmpty { return "inhibited" }
         if hasNotified { return "notified" }
@@ -119,6 +120,14 @@ extension IdleMachine {
             ("next_stage", nextStageDue == nil ? .null : nextStageName.map(JSONValue.string) ?? .null),
             ("next_stage_in_ms", optional(due)),
             ("locker_pid", lockerPid.map { .number(Double($0)) } ?? .null),
+            ("locker", lockerFields(at: now, pid: lockerPid)),
+            ("last_locker_failure", supervisor.lastFailure.map { failure in
+                .object([
+                    ("kind", .string(failure.kind)),
+                    ("reason", .string(failure.description)),
+                    ("ago_ms", optional(supervisor.lastFailureAt.map { now.boottime - $0 })),
+                ])
+            } ?? .null),
             ("inhibitors", .array(inhibitors.map { inhibitor in
                 .object([
                     ("id", .number(Double(inhibitor.id))),
@@ -139,6 +148,34 @@ extension IdleMachine {
     }
 }
 
+extension IdleMachine {
+    /// The locker's part of status: what runs, whether it covers the screen, the next try.
+    func lockerFields(at now: Instant, pid: Int32?) -> JSONValue {
+        func ms(_ m: Millis) -> JSONValue { .number(Double(m.value)) }
+        switch supervisor.state {
+        case .unlocked:
+            return .null
+        case .running(let since, let attempt, let cover, let adopted):
+            let covers: JSONValue = switch cover {
+            case .unknown: .null
+            case .covered: .bool(true)
+            case .notCovering: .bool(false)
+            }
+            return .object([
+                ("state", .string("running")), ("pid", pid.map { .number(Double($0)) } ?? .null),
+                ("covers_screen", covers), ("running_ms", ms(now.boottime - since)),
+                ("attempt", .number(Double(attempt))), ("adopted", .bool(adopted)),
+            ])
+        case .retrying(let at, let attempt):
+            return .object([
+                ("state", .string("failing")), ("pid", .null),
+                ("next_try_in_ms", ms(Swift.max(at - now.boottime, .zero))),
+                ("attempt", .number(Double(attempt))),
+            ])
+        }
+    }
+}
+
 extension Announcement {
     /// One event line for `xidlelock events --json`.
     public var json: JSONValue {
@@ -147,10 +184,16 @@ extension Announcement {
         switch self {
         case .stageFired(let name, let idle):
             members += [("event", .string("stage")), ("stage", .string(name)), ("idle_ms", ms(idle))]
+        case .locking(let idle, let requested, let attempt):
+            members += [("event", .string("locking")), ("idle_ms", ms(idle)), ("requested", .bool(requested)),
+                        ("attempt", .number(Double(attempt)))]
         case .locked(let idle, let requested):
             members += [("event", .string("locked")), ("idle_ms", ms(idle)), ("requested", .bool(requested))]
-        case .lockerFailed(let reason, let retryIn):
-            members += [("event", .string("locker-failed")), ("reason", .string(reason)), ("retry_in_ms", ms(retryIn))]
+        case .lockerNotCovering(let runningFor):
+            members += [("event", .string("locker-not-covering")), ("running_ms", ms(runningFor))]
+        case .lockerFailed(let kind, let reason, let retryIn):
+            members += [("event", .string("locker-failed")), ("kind", .string(kind)), ("reason", .string(reason)),
+                        ("retry_in_ms", ms(retryIn))]
         case .unlocked(let lockedFor):
             members += [("event", .string("unlocked")), ("locked_ms", ms(lockedFor))]
         case .activityResumed(let idle):

@@ -20,11 +20,14 @@ public enum Event: Equatable, Sendable {
     /// The inhibitor with this id ended (its client left, or its command ended).
     case uninhibit(id: Int)
     /// `xidlelock disable [--for D]`: no stage fires until enabled (or until `until`, a boottime).
-    case disable(until: Millis?)
+    case disable(until: BoottimeInstant?)
     case enable
-    /// A locker started by an earlier agent on this display still runs: the screen
-    /// is locked, and no second locker may start. Its end arrives as `.processEnded(.locker, …)`.
+    /// A locker started by an earlier agent on this display still runs: no second
+    /// locker may start. Its end arrives as `.lockerFact(.endedUnseen)`.
     case lockerAdopted
+    /// Something the edge saw of the locker that is not a child's end: the grab
+    /// probe's answer, the end of an adopted locker.
+    case lockerFact(LockerFact)
 }
 
 /// Someone holding the lock off: a client's `inhibit` request.
@@ -33,10 +36,10 @@ public struct Inhibitor: Equatable, Sendable {
     /// Who asked, as the agent saw it (`pid 1234 (mpv)`).
     public var who: String
     public var why: String
-    /// Boottime at which it ends by itself; nil while its client stays connected.
-    public var until: Millis?
+    /// When it ends by itself; nil while its client stays connected.
+    public var until: BoottimeInstant?
 
-    public init(id: Int, who: String, why: String, until: Millis?) {
+    public init(id: Int, who: String, why: String, until: BoottimeInstant?) {
         self.id = id
         self.who = who
         self.why = why
@@ -47,8 +50,13 @@ public struct Inhibitor: Equatable, Sendable {
 /// What happened, for `xidlelock events` subscribers.
 public enum Announcement: Equatable, Sendable {
     case stageFired(name: String, idle: Millis)
+    /// The locker was started (attempt 1, or a retry); the screen is not yet known to be covered.
+    case locking(idle: Millis, requested: Bool, attempt: Int)
+    /// The locker holds the screen (its keyboard grab was seen).
     case locked(idle: Millis, requested: Bool)
-    case lockerFailed(reason: String, retryIn: Millis)
+    /// The locker runs but was never seen to grab the keyboard: the screen may be visible.
+    case lockerNotCovering(runningFor: Millis)
+    case lockerFailed(kind: String, reason: String, retryIn: Millis)
     case unlocked(lockedFor: Millis)
     case activityResumed(idleBefore: Millis)
     case suspendGap(length: Millis)
@@ -118,20 +126,16 @@ public enum Action: Equatable, Sendable {
     case log(LogLevel, String)
     /// Tell event subscribers.
     case announce(Announcement)
+    /// Ask the X server whether another client holds the keyboard grab (the
+    /// locker covering the screen); the answer comes back as
+    /// `.lockerFact(.keyboardGrabbed(_))` at once.
+    case probeKeyboard
 }
 
 public struct SuspendGap: Equatable, Sendable {
-    /// Boottime at which the gap was noticed (the first wake-up after resume).
-    public var noticedAt: Millis
+    /// When the gap was noticed (the first wake-up after resume).
+    public var noticedAt: BoottimeInstant
     public var length: Millis
-}
-
-public enum LockerState: Equatable, Sendable {
-    case unlocked
-    /// The locker runs, started at this boottime; `attempt` counts failed starts.
-    case running(since: Millis, attempt: Int)
-    /// The locker failed to lock; it is started again at `at`.
-    case retrying(at: Millis, attempt: Int)
 }
 
 /// The idle state machine: events in, actions out, time passed in.
@@ -148,32 +152,34 @@ public struct IdleMachine: Sendable {
     /// The last activity (input, a server-counter reset, an unlock), in both clocks.
     public private(set) var lastActivityAt: Instant
     /// Boottime of the last activity.
-    public var lastActivity: Millis { lastActivityAt.boottime }
+    public var lastActivity: BoottimeInstant { lastActivityAt.boottime }
     /// The last raw input event seen.
     public private(set) var lastInput: Instant?
     /// Index of the next stage to fire in this idle period.
     public private(set) var nextStage = 0
-    public private(set) var locker: LockerState = .unlocked
+    /// The locker's supervision: its state and the rules for what its end means.
+    public private(set) var supervisor: LockerSupervisor
+    public var locker: LockerState { supervisor.state }
     public private(set) var lastSuspendGap: SuspendGap?
     /// Whether the agent should listen to raw input now. After input it need not:
     /// the server's idle counter tells the rest at the next deadline, so a
     /// 1000 Hz mouse costs one event per idle period instead of a thousand a second.
     public private(set) var listensForInput = true
 
-    var listeningResumesAt: Millis?
+    var listeningResumesAt: BoottimeInstant?
     var listeningSince: Instant
     var resumesDue: [Int] = []
     var notifiersShown: [Int] = []
-    var lastOnUnlock: Millis?
+    var lastOnUnlock: BoottimeInstant?
     var suspendOffset: Millis
     /// Gaps noticed since the last activity: the monotonic time each was noticed and
     /// the suspend offset before it. Server activity is placed with the offset in
     /// force at its time, before a gap when in doubt (which locks rather than not).
-    var gapsSinceActivity: [(noticedAt: Millis, offsetBefore: Millis)] = []
+    var gapsSinceActivity: [(noticedAt: MonotonicInstant, offsetBefore: Millis)] = []
     var reported: Set<Disagreement> = []
     public private(set) var inhibitors: [Inhibitor] = []
     /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
-    public private(set) var disabledUntil: Millis??
+    public private(set) var disabledUntil: BoottimeInstant??
     var lockRequested = false
 
     enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted }
@@ -182,11 +188,14 @@ public struct IdleMachine: Sendable {
     static let gapThreshold = Millis(100)
     /// Slack between a raw event's arrival and the server's own record of it.
     static let crossCheckTolerance = Millis(100)
-    /// The longest pause between two locker restarts while it keeps failing.
-    static let longestRetryDelay = Millis.seconds(60)
+    /// The X server's idle counter and our clock readings are both cut to whole
+    /// milliseconds, at slightly different instants: server activity this close to
+    /// the last one known is the same activity, not new input.
+    static let counterJitter = Millis(2)
 
     public init(config: AgentConfig, now: Instant) {
         self.config = config
+        self.supervisor = LockerSupervisor(grabDeadline: config.lockerGrabDeadline, shortestHold: config.lockerShortestHold)
         self.lastActivityAt = now
         self.listeningSince = now
         self.suspendOffset = now.suspended
@@ -199,11 +208,11 @@ public struct IdleMachine: Sendable {
 
     /// The boottime of the next thing the machine must wake up for, if any.
     /// Between deadlines the agent sleeps: nothing here needs polling.
-    public var nextDeadline: Millis? {
-        var deadline: Millis?
-        func consider(_ t: Millis) { deadline = min(deadline ?? t, t) }
+    public var nextDeadline: BoottimeInstant? {
+        var deadline: BoottimeInstant?
+        func consider(_ t: BoottimeInstant) { deadline = min(deadline ?? t, t) }
         if let due = nextStageDue { consider(due) }
-        if case .retrying(let at, _) = locker { consider(at) }
+        if let locker = supervisor.deadline { consider(locker) }
         for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
         if let until = disabledUntil ?? nil { consider(until) }
         if !listensForInput, let resume = listeningResumesAt { consider(resume) }
@@ -211,12 +220,15 @@ public struct IdleMachine: Sendable {
     }
 
     /// When the next stage fires; nil while the stages are held off or all fired.
-    var nextStageDue: Millis? {
+    var nextStageDue: BoottimeInstant? {
         guard !isHeld, nextStage < config.stages.count else { return nil }
         return lastActivity + config.stages[nextStage].idleTime
     }
 
-    public var isLocked: Bool { locker != .unlocked }
+    /// A locker process runs (started or adopted), whether or not it covers the screen yet.
+    public var isLocked: Bool { supervisor.isRunning }
+    /// A locker runs or is being started again after a failure: no stage may start another.
+    public var lockerActive: Bool { locker != .unlocked }
     public var isDisabled: Bool { disabledUntil != nil }
     /// Stages do not fire while disabled or inhibited.
     public var isHeld: Bool { isDisabled || !inhibitors.isEmpty }
@@ -259,11 +271,17 @@ public struct IdleMachine: Sendable {
             }
             return out
         case .lockNow:
-            if locker == .unlocked {
+            switch locker {
+            case .unlocked:
                 lockRequested = true
-                startLocker(attempt: 1, now, &out)
-            } else {
-                out.append(.log(.info, "lock requested; already locked"))
+                startLocker(now, &out)
+            case .retrying:
+                // The user (or a script) asks now: do not wait out the backoff.
+                lockRequested = true
+                out.append(.log(.info, "lock requested while the locker is failing: trying again now"))
+                supervisor.retryNow(at: now.boottime)
+            case .running:
+                out.append(.log(.info, "lock requested; the locker already runs"))
             }
         case .reset:
             out.append(.log(.debug, "reset requested: counting as activity"))
@@ -284,9 +302,12 @@ public struct IdleMachine: Sendable {
         case .enable:
             if isDisabled { enable(now, &out) }
         case .lockerAdopted:
-            locker = .running(since: now.boottime, attempt: 1)
-            out.append(.log(.info, "the locker of an earlier agent still runs: the screen is locked; watching it"))
+            _ = supervisor.handle(.adopted, at: now.boottime)
+            out.append(.log(.info, "the locker of an earlier agent still runs; watching it (no second locker)"))
+        case .lockerFact(let fact):
+            apply(supervisor.handle(fact, at: now.boottime), now, &out)
         }
+        probeIfDue(now, &out)
         fireDueStages(now, &out)
         return out
     }
@@ -300,7 +321,7 @@ public struct IdleMachine: Sendable {
         guard grown >= IdleMachine.gapThreshold else { return }
         lastSuspendGap = SuspendGap(noticedAt: now.boottime, length: grown)
         out.append(.announce(.suspendGap(length: grown)))
-        let idleBefore = now.boottime - grown - lastActivity
+        let idleBefore = (now.boottime - grown) - lastActivity
         if config.suspendCountsAsIdle {
             gapsSinceActivity.append((noticedAt: now.monotonic, offsetBefore: offsetBefore))
             out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; counted as idle time"))
@@ -328,7 +349,7 @@ public struct IdleMachine: Sendable {
     mutating func crossCheck(serverIdle: Millis, _ now: Instant, _ out: inout [Action]) {
         let tolerance = IdleMachine.crossCheckTolerance
         let serverActivity = now.monotonic - serverIdle
-        if serverActivity > lastActivityAt.monotonic {
+        if serverActivity > lastActivityAt.monotonic + IdleMachine.counterJitter {
             // Input explains it while listening was paused (not heard on purpose), or when
             // it follows heard input closely (a key's release after its press). Either way
             // the server's time is the exact one: the lock comes at its idle time, not before.
@@ -342,7 +363,7 @@ public struct IdleMachine: Sendable {
             }
             if explainedByInput || config.screensaverResetCountsAsActivity {
                 let offset = gapsSinceActivity.first { serverActivity < $0.noticedAt }?.offsetBefore ?? now.suspended
-                activity(at: Instant(monotonic: serverActivity, boottime: serverActivity + offset), now, &out)
+                activity(at: Instant(monotonic: serverActivity, boottime: BoottimeInstant(serverActivity.sinceZero + offset)), now, &out)
             }
         } else if let input = lastInput, input.monotonic > serverActivity + .seconds(1) {
             report(.inputNotCounted, "raw input arrived that the X server's idle counter did not count; trusting the raw input", &out)
@@ -361,7 +382,7 @@ public struct IdleMachine: Sendable {
         if !config.screensaverResetCountsAsActivity {
             // Only raw input counts: pause briefly, so that activity in the pause can be
             // put down to input without mistaking a later screensaver reset for it.
-            resume = min(resume ?? .max, now.boottime + config.inputPause)
+            resume = min(resume ?? BoottimeInstant(.max), now.boottime + config.inputPause)
         }
         if let resume, resume <= now.boottime { return }
         listensForInput = false
@@ -403,12 +424,10 @@ public struct IdleMachine: Sendable {
         let idle = t.boottime - lastActivity
         lastActivityAt = t
         gapsSinceActivity.removeAll { $0.noticedAt <= t.monotonic }
-        if case .retrying = locker {
-            locker = .unlocked
-            out.append(.log(.warning, "input while the locker kept failing: the user is back; the next lock comes after the lock time"))
-        }
+        // A failing locker is not stopped by input: the screen may be open, and
+        // input proves nothing about who is there. Only an unlock ends a lock.
         guard nextStage > 0 || !resumesDue.isEmpty else { return }
-        if !isLocked { out.append(.log(.info, "activity after \(idle) idle")) }
+        if !lockerActive { out.append(.log(.info, "activity after \(idle) idle")) }
         // An unlock is announced as such; input while locked (resume commands) is activity.
         if !unlocking { out.append(.announce(.activityResumed(idleBefore: idle))) }
         for i in notifiersShown { out.append(.terminate(.stage(i))) }
@@ -430,8 +449,14 @@ public struct IdleMachine: Sendable {
     // MARK: Stages
 
     mutating func fireDueStages(_ now: Instant, _ out: inout [Action]) {
-        if case .retrying(let at, let attempt) = locker, now.boottime >= at {
-            startLocker(attempt: attempt, now, &out)
+        if supervisor.retryDue(at: now.boottime) {
+            if supervisor.lastReturnedAtOnce {
+                // The last one forked and returned: if its detached copy holds the
+                // keyboard, a second one would only pile up. Ask first.
+                probe(now, &out)
+            } else {
+                startLocker(now, &out)
+            }
         }
         guard !isHeld else { return }
         let idle = idle(at: now)
@@ -442,13 +467,13 @@ public struct IdleMachine: Sendable {
             let stage = stages[i]
             switch stage.role {
             case .lock:
-                guard locker == .unlocked else { continue }
-                startLocker(attempt: 1, now, &out)
+                guard !lockerActive else { continue }
+                startLocker(now, &out)
             case .notify:
                 // A warning is pointless once locked, or when the lock is due at the same time
                 // (after a suspend).
                 let lockDue = stages[nextStage...].contains { $0.role == .lock && $0.idleTime <= idle }
-                guard locker == .unlocked, !lockDue else {
+                guard !lockerActive, !lockDue else {
                     out.append(.log(.debug, "stage '\(stage.name)' skipped: locked or locking"))
                     continue
                 }
@@ -467,14 +492,24 @@ public struct IdleMachine: Sendable {
 
     // MARK: The locker
 
-    mutating func startLocker(attempt: Int, _ now: Instant, _ out: inout [Action]) {
+    mutating func startLocker(_ now: Instant, _ out: inout [Action]) {
         guard let stage = config.lockStage else { return }
-        locker = .running(since: now.boottime, attempt: attempt)
+        let attempt = supervisor.starting(at: now.boottime)
         let retry = attempt > 1 ? " (attempt \(attempt))" : ""
         let why = lockRequested ? "on request" : "after \(idle(at: now)) idle"
         out.append(.log(.info, "locking \(why)\(retry)"))
         out.append(.run(.locker, command: stage.command, environment: environment("lock", stage, now)))
-        out.append(.announce(.locked(idle: idle(at: now), requested: lockRequested)))
+        out.append(.announce(.locking(idle: idle(at: now), requested: lockRequested, attempt: attempt)))
+    }
+
+    /// Runs the grab probe when the supervisor's schedule says so.
+    mutating func probeIfDue(_ now: Instant, _ out: inout [Action]) {
+        if let due = supervisor.nextProbe, now.boottime >= due { probe(now, &out) }
+    }
+
+    mutating func probe(_ now: Instant, _ out: inout [Action]) {
+        supervisor.probed(at: now.boottime)
+        out.append(.probeKeyboard)
     }
 
     mutating func processEnded(_ role: ProcessRole, _ end: ProcessEnd, _ now: Instant, _ out: inout [Action]) {
@@ -482,38 +517,50 @@ public struct IdleMachine: Sendable {
             if !end.succeeded { out.append(.log(.warning, "\(role) \(end)")) }
             return
         }
-        guard case .running(let since, let attempt) = locker else { return }
-        let ran = now.boottime - since
-        let failedAtOnce = !end.succeeded && ran < config.lockerFailureWindow
-        var killed = false
-        if case .killed = end { killed = true }
-        if failedAtOnce || killed {
-            // A locker that dies at once, or is killed, most likely left the screen
-            // unlocked while the user is away: say so loudly and lock again.
-            let delay = attempt == 1 ? Millis.zero
-                : min(Millis.seconds(1 << Int64(min(attempt - 2, 6))), IdleMachine.longestRetryDelay)
-            out.append(.log(.error, "the locker \(end) after \(ran): the screen may NOT be locked; starting it again in \(delay)"))
-            out.append(.announce(.lockerFailed(reason: end.description, retryIn: delay)))
-            if delay == .zero {
-                startLocker(attempt: attempt + 1, now, &out)
-            } else {
-                locker = .retrying(at: now.boottime + delay, attempt: attempt + 1)
-            }
-            return
+        let fact: LockerFact = switch end {
+        case .exited(let status): .exited(status)
+        case .killed(let signal): .killed(signal: signal)
+        case .failedToStart(let reason): .failedToStart(reason)
         }
-        if end.succeeded {
-            out.append(.log(.info, "unlocked after \(ran) locked"))
-        } else {
-            out.append(.log(.warning, "the locker \(end) after \(ran); taking that as unlocked"))
+        apply(supervisor.handle(fact, at: now.boottime), now, &out)
+    }
+
+    /// Carries out what the supervisor decided.
+    mutating func apply(_ verdict: LockerVerdict, _ now: Instant, _ out: inout [Action]) {
+        switch verdict {
+        case .none:
+            break
+        case .covered(let after):
+            out.append(.log(.info, "locked: the locker holds the keyboard (\(after) after its start)"))
+            out.append(.announce(.locked(idle: idle(at: now), requested: lockRequested)))
+        case .notCovering:
+            // It cannot be replaced while it runs (never a second locker); say so loudly.
+            out.append(.log(.error, "the locker has run for \(supervisor.grabDeadline) without grabbing the keyboard: the screen may NOT be covered (left running; its exit 0 will count as an unlock)"))
+            out.append(.announce(.lockerNotCovering(runningFor: supervisor.grabDeadline)))
+        case .failed(let failure, let retryAt, _):
+            let delay = retryAt - now.boottime
+            out.append(.log(.error, "the locker \(failure): the screen may NOT be locked; starting it again \(delay <= .zero ? "now" : "in \(delay)")"))
+            out.append(.announce(.lockerFailed(kind: failure.kind, reason: failure.description, retryIn: delay)))
+            // A retry due now starts from fireDueStages, after the other checks.
+        case .retryNow:
+            startLocker(now, &out)
+        case .retryHeldOff(let until):
+            out.append(.log(.error, "the keyboard is grabbed, most likely by a detached copy of the locker: not starting another; checking again in \(until - now.boottime)"))
+        case .unlocked(let lockedFor, let covered):
+            unlocked(lockedFor: lockedFor, covered: covered, now, &out)
         }
+    }
+
+    /// The one good end of a lock: the idle period restarts and the on-unlock hook may run.
+    mutating func unlocked(lockedFor: Millis, covered: Bool, _ now: Instant, _ out: inout [Action]) {
+        out.append(.log(.info, "unlocked after \(lockedFor) locked" + (covered ? "" : " (the locker never grabbed the keyboard)")))
         let stage = config.lockStage
         // Built before the idle period restarts: how long the user was away.
         var env = environment("unlock", stage, now)
-        env.append(EnvironmentVariable("XIDLELOCK_LOCKED_MS", String(ran.value)))
-        out.append(.announce(.unlocked(lockedFor: ran)))
+        env.append(EnvironmentVariable("XIDLELOCK_LOCKED_MS", String(lockedFor.value)))
+        out.append(.announce(.unlocked(lockedFor: lockedFor)))
         activity(at: now, now, &out, unlocking: true)
         nextStage = 0
-        locker = .unlocked
         lockRequested = false
         guard let hook = config.onUnlock else { return }
         if let last = lastOnUnlock, now.boottime - last < config.onUnlockInterval {

@@ -52,6 +52,8 @@ struct Simulation {
     var actions = 0
     var checksum = 0
 
+    var pendingProbeAnswer = false
+
     init(feed: Feed, seed: UInt64) {
         var options = AgentOptions()
         options.notifyBefore = .minutes(1)
@@ -64,7 +66,7 @@ struct Simulation {
         handle(.start(serverIdle: .zero))
     }
 
-    var now: Instant { Instant(monotonic: Millis(monotonic), boottime: Millis(boottime)) }
+    var now: Instant { Instant(monotonic: .ms(monotonic), boottime: .ms(boottime)) }
 
     mutating func handle(_ event: Event) {
         let out = machine.handle(event, at: now)
@@ -84,13 +86,20 @@ struct Simulation {
                 checksum &+= message.utf8.count
             case .announce:
                 checksum &+= 1
+            case .probeKeyboard:
+                // The edge answers at once: a running locker holds the keyboard.
+                pendingProbeAnswer = true
             }
+        }
+        if pendingProbeAnswer {
+            pendingProbeAnswer = false
+            handle(.lockerFact(.keyboardGrabbed(lockerRunning)))
         }
     }
 
     /// Moves both clocks forward to `target` (boottime), waking at every deadline on the way.
     mutating func advance(to target: Int64) {
-        while let deadline = machine.nextDeadline?.value, deadline <= target {
+        while let deadline = machine.nextDeadline?.sinceZero.value, deadline <= target {
             let at = max(deadline, boottime)
             monotonic += at - boottime
             boottime = at

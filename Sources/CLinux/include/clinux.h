@@ -31,25 +31,39 @@ int xil_signalfd_for(const int *signals);
  * pending, -1 and errno on error. */
 int xil_signalfd_read(int fd);
 
-/* Starts `/bin/sh -c command` in a new session (so the terminal's Ctrl-C and
- * the agent's own exit never reach it), with every signal at its default
- * action and an empty signal mask, stdin from /dev/null, stdout and stderr on
- * the agent's stderr (the log), and no other inherited descriptor.
- * `extra_env` ("KEY=VALUE" strings, n_extra of them) is added to the agent's
- * environment, replacing variables of the same name.
- * Returns 0 and the pid, or an errno value. */
-int xil_spawn_shell(const char *command, const char *const *extra_env,
-                    int n_extra, pid_t *pid);
+/* One descriptor handed to one child: `from` in the agent becomes `to` in the
+ * child (without close-on-exec there). */
+struct xil_passed_fd {
+    int from;
+    int to;
+};
+
+/* Everything one child needs; the caller prepares every string (nothing is
+ * allocated between fork and exec). */
+struct xil_spawn_request {
+    const char *path;              /* executable, or a name searched in PATH */
+    int search_path;               /* 1: search `path` in the PATH of envp */
+    const char *const *argv;       /* NULL-terminated */
+    const char *const *envp;       /* NULL-terminated, the whole environment */
+    int new_session;               /* 1: setsid(), so a terminal's Ctrl-C and the
+                                      agent's own exit never reach it */
+    int stdin_null;                /* 1: stdin from /dev/null */
+    int stdout_to_stderr;          /* 1: stdout onto the agent's stderr (the log) */
+    const struct xil_passed_fd *fds; /* passed to this child alone */
+    int n_fds;
+};
+
+/* fork + exec of one request. In the child, before exec: every signal back to
+ * its default action, an empty signal mask, the session and standard streams
+ * as asked, the passed descriptors at their numbers and every other descriptor
+ * above 2 closed. An exec failure comes back through a close-on-exec pipe.
+ * Returns 0 and the pid, or an errno value (the child, if any, is reaped). */
+int xil_spawn(const struct xil_spawn_request *request, pid_t *pid);
 
 /* waitpid(-1, WNOHANG) decoded: returns the pid (0 if none has ended, -1 if
  * there are no children); *exit_status is the exit status or -1, *signal the
  * terminating signal or 0. */
 pid_t xil_reap_one(int *exit_status, int *signal);
-
-/* Starts argv[0] (searched in PATH) with argv, in the caller's session and
- * process group (a foreground command of `inhibit -- CMD`), every signal at its
- * default action and an empty mask, inheriting stdio. Returns 0 or an errno. */
-int xil_spawn_argv(const char *const *argv, pid_t *pid);
 
 /* The connected peer's pid and uid (SO_PEERCRED). Returns 0 or -1 and errno. */
 int xil_peer_credentials(int fd, pid_t *pid, uid_t *uid);
@@ -64,5 +78,8 @@ int xil_pidfd_open(pid_t pid);
 
 /* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC: the fd, or -1 and errno. */
 int xil_accept(int listener);
+
+/* 1 if the signal's disposition is SIG_IGN (inherited from whoever started us). */
+int xil_signal_ignored(int signal);
 
 #endif

@@ -10,7 +10,7 @@ struct Story {
     private(set) var clock: Instant
     /// Monotonic time of the last input or screensaver reset the X server counted.
     /// The server's clock is CLOCK_MONOTONIC, so its idle counter excludes suspends.
-    private(set) var serverActivity: Millis
+    private(set) var serverActivity: MonotonicInstant
     /// Every action so far, in order.
     private(set) var actions: [Action] = []
 
@@ -46,9 +46,9 @@ struct Story {
     // MARK: Time
 
     /// Boottime now.
-    var now: Millis { clock.boottime }
+    var now: BoottimeInstant { clock.boottime }
     /// Boottime `t` after the story began.
-    static func at(_ t: Millis) -> Millis { origin.boottime + t }
+    static func at(_ t: Millis) -> BoottimeInstant { origin.boottime + t }
     /// What `XScreenSaverQueryInfo` would say now.
     var serverIdle: Millis { clock.monotonic - serverActivity }
 
@@ -58,7 +58,7 @@ struct Story {
         clock.boottime += span
     }
 
-    mutating func advance(to boottime: Millis) { advance(by: boottime - now) }
+    mutating func advance(to boottime: BoottimeInstant) { advance(by: boottime - now) }
 
     /// The machine sleeps for `span`: boottime moves, monotonic (and the X server's
     /// clock) does not. On resume the edge wakes at once: its resume watch (a
@@ -72,10 +72,21 @@ struct Story {
 
     // MARK: Events
 
+    /// Whether a running locker grabs the keyboard (the grab probe's answer), as
+    /// i3lock does within milliseconds; false for a locker that never covers the screen.
+    var lockerGrabsKeyboard = true
+    /// Whether something else holds the keyboard (a detached locker that forked).
+    var keyboardHeldByOther = false
+
     @discardableResult
     mutating func send(_ event: Event) -> [Action] {
-        let out = machine.handle(event, at: clock)
+        var out = machine.handle(event, at: clock)
         actions += out
+        // The edge answers the grab probe at once, as the agent does.
+        if out.contains(.probeKeyboard) {
+            let grabbed = keyboardHeldByOther || (machine.isLocked && lockerGrabsKeyboard)
+            out += send(.lockerFact(.keyboardGrabbed(grabbed)))
+        }
         return out
     }
 
@@ -118,7 +129,7 @@ struct Story {
     /// The user is away: the edge sleeps until `boottime`, waking at every deadline on the way.
     /// Lock number `number` (counted from the story's start) comes exactly at
     /// `boottime`: not a millisecond before, and then.
-    mutating func expectLock(_ number: Int, exactlyAt boottime: Millis,
+    mutating func expectLock(_ number: Int, exactlyAt boottime: BoottimeInstant,
                              sourceLocation: SourceLocation = #_sourceLocation) {
         wait(until: boottime - .ms(1), sourceLocation: sourceLocation)
         #expect(actions.lockerStarts == number - 1, "lock \(number) before \(boottime)", sourceLocation: sourceLocation)
@@ -127,7 +138,7 @@ struct Story {
     }
 
     @discardableResult
-    mutating func wait(until boottime: Millis, sourceLocation: SourceLocation = #_sourceLocation) -> [Action] {
+    mutating func wait(until boottime: BoottimeInstant, sourceLocation: SourceLocation = #_sourceLocation) -> [Action] {
         var out: [Action] = []
         var wakes = 0
         while let deadline = machine.nextDeadline, deadline <= boottime {

@@ -1,4 +1,5 @@
 import Glibc
+import IdleCore
 
 /// Chooses the locker command: the one given, checked, or the first installed
 /// of a documented list.
@@ -29,21 +30,7 @@ enum LockerChoice {
         throw .unavailable("no locker found: install one of \(candidates.map(\.program).joined(separator: ", ")) or give --locker CMD")
     }
 
-    /// The program a simple command starts, when that can be known without a shell:
-    /// nil for variable assignments, shell keywords and builtins.
-    static func firstWord(of command: String) -> String? {
-        let word = String(command.drop { $0 == " " || $0 == "\t" }.prefix { $0 != " " && $0 != "\t" })
-        let plain = word.allSatisfy { $0.isLetter || $0.isNumber || "_-./+".contains($0) }
-        // Shell keywords and builtins, which no PATH lookup finds.
-        let builtins: Set = [
-            "!", "(", "{", ".", ":", "[", "alias", "bg", "break", "case", "cd", "command", "continue", "env",
-            "eval", "exec", "exit", "export", "false", "fg", "for", "getopts", "hash", "if", "jobs", "kill",
-            "nice", "printf", "pwd", "read", "readonly", "return", "set", "shift", "test", "times", "trap",
-            "true", "type", "ulimit", "umask", "unalias", "unset", "until", "wait", "while", "echo",
-        ]
-        guard !word.isEmpty, plain, !builtins.contains(word) else { return nil }
-        return word
-    }
+    static func firstWord(of command: String) -> String? { ShellCommand.firstWord(of: command) }
 
     static func findProgram(_ name: String, path: String?) -> String? {
         if name.contains("/") { return access(name, X_OK) == 0 ? name : nil }

@@ -95,6 +95,47 @@ final class XServer {
         return Millis(Int64(clamping: info.pointee.idle))
     }
 
+    /// The grab probe: does another client (the locker) hold the keyboard grab?
+    /// Our own XGrabKeyboard answers AlreadyGrabbed (or GrabFrozen) if so; if we get
+    /// the grab, it is released at once (one round trip; the locker's own grab
+    /// attempts retry). Nil when the server gives no usable answer.
+    func keyboardGrabbedByOther() -> Bool? {
+        let result = XGrabKeyboard(display, root, 0, GrabModeAsync, GrabModeAsync, 0)
+        switch result {
+        case GrabSuccess:
+            XUngrabKeyboard(display, 0)
+            XFlush(display)
+            return false
+        case AlreadyGrabbed, GrabFrozen:
+            return true
+        default:
+            return nil
+        }
+    }
+
+    /// A token naming this X server instance, kept on its root window: a new
+    /// server on the same display number has another (or none yet), so a locker
+    /// record made for an earlier server is not mistaken for this one's.
+    func serverToken() -> String {
+        let atom = XInternAtom(display, "_XIDLELOCK_SERVER", 0)
+        let xaString: Atom = 31  // XA_STRING, a cast macro Swift does not import
+        var type: Atom = 0
+        var format: Int32 = 0
+        var count: UInt = 0
+        var after: UInt = 0
+        var data: UnsafeMutablePointer<UInt8>?
+        if XGetWindowProperty(display, root, atom, 0, 16, 0, xaString, &type, &format, &count, &after, &data) == Success,
+           let data, type == xaString, format == 8, count > 0 {
+            defer { XFree(data) }
+            return String(decoding: UnsafeBufferPointer(start: data, count: Int(count)), as: UTF8.self)
+        }
+        let token = String(UInt64.random(in: .min ... .max), radix: 16) + String(UInt64.random(in: .min ... .max), radix: 16)
+        var bytes = Array(token.utf8)
+        XChangeProperty(display, root, atom, xaString, 8, PropModeReplace, &bytes, Int32(bytes.count))
+        XFlush(display)
+        return token
+    }
+
     /// Reads every event Xlib has or can read without blocking; returns how many
     /// were raw input. The cookie data is never fetched: the agent only needs to
     /// know that input happened, and Xlib frees unclaimed cookies itself.

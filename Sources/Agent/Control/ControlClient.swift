@@ -19,19 +19,19 @@ public enum ControlClient {
         // A refused client is answered and closed at once: its write may then fail,
         // but the refusal is still there to read.
         signal(SIGPIPE, SIG_IGN)
-        _ = writeAll(fd, command.request.line + "\n")
+        _ = try? FileIO.writeAll(fd, command.request.line + "\n")
         let reply = try reader.reply()
         switch command.request {
         case .status:
-            _ = writeAll(1, (command.json ? reply.text : HumanText.status(reply)) + "\n")
+            _ = try? FileIO.writeAll(1, (command.json ? reply.text : HumanText.status(reply)) + "\n")
         case .toggle:
-            _ = writeAll(1, (reply["disabled"]?.bool == true ? "disabled" : "enabled") + "\n")
+            _ = try? FileIO.writeAll(1, (reply["disabled"]?.bool == true ? "disabled" : "enabled") + "\n")
         case .events:
             while let line = try reader.line(timeout: -1) {
                 if command.json {
-                    _ = writeAll(1, line + "\n")
+                    _ = try? FileIO.writeAll(1, line + "\n")
                 } else if let event = try? JSONValue(parsing: line) {
-                    _ = writeAll(1, HumanText.event(event) + "\n")
+                    _ = try? FileIO.writeAll(1, HumanText.event(event) + "\n")
                 }
             }
             Log.write(.info, "the agent has stopped")
@@ -81,42 +81,5 @@ public enum ControlClient {
             }
             return reply
         }
-    }
-}
-
-/// `xidlelock inhibit -- CMD ARGS`: runs CMD in the foreground, forwards the
-/// signals a terminal or a service manager sends, and exits as CMD did.
-enum InhibitingCommand {
-    static func run(_ argv: [String]) throws(AgentError) -> Int32 {
-        let forwarded: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH]
-        let watched = forwarded + [SIGCHLD, 0]
-        let signals = watched.withUnsafeBufferPointer { xil_signalfd_for($0.baseAddress) }
-        guard signals >= 0 else { throw .failed("cannot watch signals: \(String(cString: strerror(errno)))") }
-        var pid: pid_t = 0
-        let err = withCStrings(argv) { strings in
-            var terminated = Array(strings) + [nil]
-            return terminated.withUnsafeMutableBufferPointer { xil_spawn_argv($0.baseAddress, &pid) }
-        }
-        guard err == 0 else {
-            throw .failed("inhibit: cannot run '\(argv[0])': \(String(cString: strerror(err)))")
-        }
-        while true {
-            var pfd = pollfd(fd: signals, events: Int16(POLLIN), revents: 0)
-            if poll(&pfd, 1, -1) < 0 && errno != EINTR { break }
-            while case let signal = xil_signalfd_read(signals), signal > 0 {
-                if signal != SIGCHLD {
-                    _ = kill(pid, signal)
-                    continue
-                }
-                var status: Int32 = 0
-                var killedBy: Int32 = 0
-                while true {
-                    let ended = xil_reap_one(&status, &killedBy)
-                    if ended == pid { return killedBy != 0 ? 128 + killedBy : status }
-                    if ended <= 0 { break }
-                }
-            }
-        }
-        throw .failed("inhibit: lost track of '\(argv[0])'")
     }
 }

@@ -1,7 +1,7 @@
-/// A span or a point of time in whole milliseconds.
+/// A span of time in whole milliseconds: an idle time, a lock time, a gap.
 ///
-/// Points are read off CLOCK_BOOTTIME (which keeps counting while the machine
-/// sleeps); the wall clock is never used because it jumps.
+/// Points in time are `TimePoint`s of a named clock; the wall clock is never used
+/// because it jumps.
 public struct Millis: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var value: Int64
 
@@ -79,18 +79,58 @@ public struct Millis: Hashable, Comparable, Sendable, CustomStringConvertible {
     }
 }
 
+/// The clocks the agent reads. Each instant names its clock in its type, so that a
+/// monotonic instant cannot be compared with, or subtracted from, a boottime one.
+public protocol ClockKind: Sendable {}
+
+/// CLOCK_MONOTONIC: stops while the machine is suspended. The X server's idle
+/// counter and poll(2) timeouts run on it.
+public enum MonotonicClock: ClockKind {}
+
+/// CLOCK_BOOTTIME: keeps counting while the machine is suspended. Every deadline
+/// of the state machine is on it, so that time asleep counts as idle time.
+public enum BoottimeClock: ClockKind {}
+
+/// A point in time on one clock, in whole milliseconds since that clock's zero.
+public struct TimePoint<Clock: ClockKind>: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var sinceZero: Millis
+
+    public init(_ sinceZero: Millis) { self.sinceZero = sinceZero }
+
+    /// The clock's own zero (boot, for both clocks of the agent).
+    public static var zero: TimePoint { TimePoint(.zero) }
+    public static func ms(_ n: Int64) -> TimePoint { TimePoint(Millis(n)) }
+    public static func seconds(_ n: Int64) -> TimePoint { TimePoint(.seconds(n)) }
+    public static func minutes(_ n: Int64) -> TimePoint { TimePoint(.minutes(n)) }
+    public static func hours(_ n: Int64) -> TimePoint { TimePoint(.hours(n)) }
+
+    public static func < (a: TimePoint, b: TimePoint) -> Bool { a.sinceZero < b.sinceZero }
+    public static func + (a: TimePoint, b: Millis) -> TimePoint { TimePoint(a.sinceZero + b) }
+    public static func - (a: TimePoint, b: Millis) -> TimePoint { TimePoint(a.sinceZero - b) }
+    public static func - (a: TimePoint, b: TimePoint) -> Millis { a.sinceZero - b.sinceZero }
+    public static func += (a: inout TimePoint, b: Millis) { a.sinceZero += b }
+
+    public var description: String { "\(sinceZero)" }
+}
+
+public typealias MonotonicInstant = TimePoint<MonotonicClock>
+public typealias BoottimeInstant = TimePoint<BoottimeClock>
+
 /// One reading of both clocks, taken together at a wake-up.
 public struct Instant: Equatable, Sendable {
-    /// CLOCK_MONOTONIC: stops while the machine is suspended (the X server's clock).
-    public var monotonic: Millis
-    /// CLOCK_BOOTTIME: keeps counting while suspended. All deadlines are in this clock.
-    public var boottime: Millis
+    public var monotonic: MonotonicInstant
+    public var boottime: BoottimeInstant
 
-    public init(monotonic: Millis, boottime: Millis) {
+    public init(monotonic: MonotonicInstant, boottime: BoottimeInstant) {
         self.monotonic = monotonic
         self.boottime = boottime
     }
 
-    /// Time spent suspended since boot.
-    public var suspended: Millis { boottime - monotonic }
+    /// Time spent suspended since boot: the growth of the clocks' difference.
+    public var suspended: Millis { boottime.sinceZero - monotonic.sinceZero }
+
+    /// Both clocks moved on by `span` of waking time.
+    public static func + (a: Instant, span: Millis) -> Instant {
+        Instant(monotonic: a.monotonic + span, boottime: a.boottime + span)
+    }
 }

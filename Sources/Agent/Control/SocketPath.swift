@@ -35,49 +35,17 @@ enum SocketPath {
             throw .failed("cannot inspect the socket directory \(directory): \(String(cString: strerror(errno)))")
         }
         let isDirectory = info.st_mode & S_IFMT == S_IFDIR
-        guard isDirectory, info.st_uid == getuid(), info.st_mode & 0o077 == 0 else {
+        if info.st_uid != getuid() {
+            // Someone made it first (in /tmp anyone can): never use another user's directory.
+            let owner = getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(info.st_uid)"
+            throw .failed("refusing the socket directory \(directory): it belongs to \(owner), not to you (remove it, or set XDG_RUNTIME_DIR, or give --socket PATH)")
+        }
+        guard isDirectory, info.st_mode & 0o077 == 0 else {
             throw .failed("refusing the socket directory \(directory): it must be a directory owned by you with mode 0700 (it has mode \(String(info.st_mode & 0o7777, radix: 8)), owner \(info.st_uid))")
         }
     }
 
     static func environment(_ name: String) -> String? {
         getenv(name).map { String(cString: $0) }
-    }
-}
-
-/// Reads lines from a byte stream, refusing lines longer than a bound.
-struct LineBuffer {
-    private var bytes: [UInt8] = []
-    let limit: Int
-
-    init(limit: Int) { self.limit = limit }
-
-    /// True when more than `limit` bytes wait without a newline.
-    var overflowed: Bool { bytes.count > limit }
-
-    mutating func append(_ chunk: UnsafeRawBufferPointer) { bytes.append(contentsOf: chunk) }
-
-    mutating func nextLine() -> String? {
-        guard let newline = bytes.firstIndex(of: 0x0A) else { return nil }
-        var line = bytes[..<newline]
-        if line.last == 0x0D { line = line.dropLast() }
-        let text = String(decoding: line, as: UTF8.self)
-        bytes.removeSubrange(...newline)
-        return text
-    }
-}
-
-/// Writes all of a buffer to a blocking fd (the client side).
-func writeAll(_ fd: Int32, _ text: String) -> Bool {
-    var text = text
-    return text.withUTF8 { bytes in
-        var rest = UnsafeRawBufferPointer(bytes)
-        while !rest.isEmpty {
-            let n = write(fd, rest.baseAddress, rest.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return false }
-            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
-        }
-        return true
     }
 }

@@ -1,0 +1,113 @@
+import CLinux
+import Glibc
+import IdleCore
+
+/// The agent's end of the control socket: one listening socket in a private
+/// directory, guarded by a lock file so that one agent runs per user and display.
+/// A source: each accepted client becomes a `ControlConnection` source of its own.
+final class ControlListener: EventSource {
+    let path: String
+    let listener: Int32
+    private let lockFile: Int32
+    private(set) var connections: [ControlConnection] = []
+    weak var handler: ControlRequestHandler?
+    /// Adds a new client to the loop.
+    var onAccept: (ControlConnection) -> Void = { _ in }
+    private var restingUntil: MonotonicInstant?
+    private let now: () -> MonotonicInstant
+
+    init(path: String, directory: String?, now: @escaping () -> MonotonicInstant = { SystemClock.now().monotonic }) throws(AgentError) {
+        if let directory { try SocketPath.ensurePrivate(directory) }
+        self.path = path
+        self.now = now
+        // The lock, not the socket file, says whether an agent runs: a crashed
+        // agent's lock is released by the kernel, its socket file is just stale.
+        let lockFile = try PrivateFile.open(path + ".lock")
+        self.lockFile = lockFile
+        if flock(lockFile, LOCK_EX | LOCK_NB) != 0 {
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let n = pread(lockFile, &buffer, 31, 0)
+            let pid = n > 0 ? String(decoding: buffer[..<n], as: UTF8.self).filter(\.isNumber) : "?"
+            close(lockFile)
+            throw .alreadyRunning("another xidlelock agent (pid \(pid)) already runs for this display (socket \(path))")
+        }
+        _ = ftruncate(lockFile, 0)
+        let pidText = "\(getpid())\n"
+        _ = pidText.withCString { pwrite(lockFile, $0, strlen($0), 0) }
+        unlink(path)  // stale, from an agent that did not exit cleanly
+        let oldMask = umask(0o177)
+        listener = xil_unix_listen(path, 64)
+        let listenError = errno
+        umask(oldMask)
+        guard listener >= 0 else {
+            throw .failed("cannot listen on \(path): \(String(cString: strerror(listenError)))")
+        }
+        Log.debug("control socket: \(path)")
+    }
+
+    var pollInterest: (fd: Int32, events: PollEvents)? { restingUntil == nil ? (listener, .readable) : nil }
+    var deadline: MonotonicInstant? { restingUntil }
+
+    func dispatch(_ events: PollEvents) {
+        if let resting = restingUntil {
+            guard now() >= resting else { return }
+            restingUntil = nil
+            return
+        }
+        acceptClients()
+    }
+
+    /// Removes the socket file. The lock file stays: removing it could let a
+    /// starting agent lock a file that the next one no longer sees.
+    func shutdown() {
+        for connection in connections { connection.finish() }
+        unlink(path)
+    }
+
+    func remove(_ connection: ControlConnection) {
+        connections.removeAll { $0 === connection }
+    }
+
+    /// Accepts every waiting client; refuses other users and clients beyond the limit.
+    private func acceptClients() {
+        while true {
+            let fd = xil_accept(listener)
+            guard fd >= 0 else {
+                if errno == EMFILE || errno == ENFILE {
+                    Log.write(.error, "out of file descriptors: not accepting control clients for \(ControlServerLimits.acceptBackoff)")
+                    restingUntil = now() + ControlServerLimits.acceptBackoff
+                }
+                return
+            }
+            var pid: pid_t = 0
+            var uid: uid_t = 0
+            guard xil_peer_credentials(fd, &pid, &uid) == 0, uid == getuid() else {
+                // The socket's mode keeps others out; this holds even if it is opened up.
+                Log.write(.warning, "refused a control connection from uid \(uid) (pid \(pid)): only uid \(getuid()) may control this agent")
+                refuse(fd, "refused: only the agent's own user may control it")
+                continue
+            }
+            guard connections.count < ControlServerLimits.maxConnections else {
+                Log.write(.warning, "refused a control connection from pid \(pid): \(ControlServerLimits.maxConnections) clients are connected already")
+                refuse(fd, "refused: too many connections (\(ControlServerLimits.maxConnections))")
+                continue
+            }
+            let name = ClientText.sanitized(processName(pid), maxBytes: 64)
+            let connection = ControlConnection(fd: fd, pid: pid, who: "pid \(pid) (\(name))", handler: handler)
+            connection.requestDeadline = now() + ControlServerLimits.requestTimeout
+            connections.append(connection)
+            onAccept(connection)
+        }
+    }
+
+    private func refuse(_ fd: Int32, _ message: String) {
+        let line = ControlRequest.errorReply(message) + "\n"
+        _ = line.withCString { send(fd, $0, strlen($0), Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+        close(fd)
+    }
+
+    private func processName(_ pid: pid_t) -> String {
+        guard let bytes = FileIO.readSmallFile("/proc/\(pid)/comm", limit: 64) else { return "?" }
+        return String(decoding: bytes, as: UTF8.self).filter { $0 != "\n" }
+    }
+}

@@ -1,0 +1,84 @@
+import Glibc
+
+/// A failed system call: its name and errno, as a thrown value.
+public struct SystemError: Error, Equatable, CustomStringConvertible {
+    public let call: String
+    public let code: Int32
+
+    public init(_ call: String, _ code: Int32 = errno) {
+        self.call = call
+        self.code = code
+    }
+
+    public var description: String { "\(call): \(String(cString: strerror(code)))" }
+}
+
+/// What a non-blocking call did: done, or it would have had to wait.
+enum IOResult<Value> {
+    case done(Value)
+    case wouldBlock
+}
+
+/// Every system call of the agent goes through here: EINTR is retried in this one
+/// place, a failure becomes a `SystemError` naming the call, and EAGAIN (for
+/// non-blocking descriptors) is a value, not an error.
+enum Syscall {
+    /// Calls `body` until it does not fail with EINTR; -1 throws.
+    @discardableResult
+    static func call<T: FixedWidthInteger>(_ name: String, _ body: () -> T) throws(SystemError) -> T {
+        while true {
+            let result = body()
+            if result != -1 { return result }
+            if errno == EINTR { continue }
+            throw SystemError(name)
+        }
+    }
+
+    /// As `call`, with EAGAIN/EWOULDBLOCK returned as `.wouldBlock`.
+    static func nonBlocking<T: FixedWidthInteger>(_ name: String, _ body: () -> T) throws(SystemError) -> IOResult<T> {
+        do {
+            return .done(try call(name, body))
+        } catch where error.code == EAGAIN || error.code == EWOULDBLOCK {
+            return .wouldBlock
+        }
+    }
+}
+
+/// A descriptor's bytes, written and read through `Syscall`.
+enum FileIO {
+    /// Writes all of `bytes` to a blocking descriptor.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+        var rest = bytes
+        while !rest.isEmpty {
+            let n = try Syscall.call("write") { write(fd, rest.baseAddress, rest.count) }
+            guard n > 0 else { throw SystemError("write", EIO) }
+            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+        }
+    }
+
+    /// Writes all of `text` to a blocking descriptor.
+    static func writeAll(_ fd: Int32, _ text: String) throws(SystemError) {
+        let bytes = Array(text.utf8)
+        let failure: SystemError? = bytes.withUnsafeBytes { raw in
+            do { try writeAll(fd, raw) } catch { return (error as? SystemError) ?? SystemError("write", EIO) }
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
+    /// Writes what a non-blocking descriptor takes now; returns how many bytes.
+    static func writeSome(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {
+        try Syscall.nonBlocking("write") { write(fd, bytes.baseAddress, bytes.count) }
+    }
+
+    /// Reads up to `limit` bytes of a small file (a /proc entry, a record), or nil.
+    static func readSmallFile(_ path: String, limit: Int = 4096, flags: Int32 = 0) -> [UInt8]? {
+        guard let fd = try? Syscall.call("open", { open(path, O_RDONLY | O_CLOEXEC | flags) }) else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: limit)
+        guard let n = try? Syscall.call("read", { buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, limit) } }) else {
+            return nil
+        }
+        return Array(buffer[..<n])
+    }
+}

@@ -1,0 +1,106 @@
+import CLinux
+import Glibc
+import IdleCore
+
+/// Everything about starting one child, as a value: what to run, what it gets,
+/// and how it is stopped. Run by one C function between fork and exec
+/// (`xil_spawn`), which resets signals and reports exec failures.
+struct SpawnRequest {
+    enum Program: Equatable {
+        /// `/bin/sh -c COMMAND`, as every anchor tool runs hooks.
+        case shell(String)
+        /// A program searched in PATH, with its arguments (argv[0] first).
+        case argv([String])
+    }
+
+    /// How the agent may stop the child.
+    enum StopPolicy: Equatable {
+        /// Never: the locker. Killing it would unlock the screen.
+        case never
+        /// SIGTERM to its process group, then SIGKILL after the grace if it is still there.
+        case terminate(grace: Millis)
+    }
+
+    var program: Program
+    /// Added to the agent's environment, replacing variables of the same name.
+    var environment: [EnvironmentVariable] = []
+    /// Descriptors for this child alone, at the given numbers (the logind sleep
+    /// delay for a locker that knows the protocol). Every other descriptor is closed.
+    var passedDescriptors: [(from: Int32, to: Int32)] = []
+    /// A session of its own: the terminal's Ctrl-C and the agent's exit never reach it.
+    var newSession = true
+    /// stdin from /dev/null and stdout onto the agent's stderr (the log); off for
+    /// a foreground command (`inhibit -- CMD`), which keeps the caller's.
+    var detachedStreams = true
+    var stop: StopPolicy = .terminate(grace: .seconds(5))
+
+    /// The argv the child runs.
+    var arguments: [String] {
+        switch program {
+        case .shell(let command): ["sh", "-c", command]
+        case .argv(let argv): argv
+        }
+    }
+
+    /// The whole environment of the child: the agent's own, without its XIDLELOCK_
+    /// variables (say it was started from a hook: they would describe another
+    /// event), with `environment` added.
+    static func childEnvironment(base: [String], adding additions: [EnvironmentVariable]) -> [String] {
+        let added = Set(additions.map(\.name))
+        let kept = base.filter { entry in
+            let name = entry.prefix { $0 != "=" }
+            return !name.hasPrefix("XIDLELOCK_") && !added.contains(String(name))
+        }
+        return kept + additions.map { "\($0.name)=\($0.value)" }
+    }
+
+    /// The agent's environment now.
+    static func currentEnvironment() -> [String] {
+        var entries: [String] = []
+        var entry = environ
+        while let pointer = entry.pointee {
+            entries.append(String(cString: pointer))
+            entry += 1
+        }
+        return entries
+    }
+
+    /// Starts the child; returns its pid.
+    func spawn() throws(SystemError) -> pid_t {
+        let env = SpawnRequest.childEnvironment(base: SpawnRequest.currentEnvironment(), adding: environment)
+        var pid: pid_t = 0
+        let path: String
+        switch program {
+        case .shell: path = "/bin/sh"
+        case .argv(let argv): path = argv.first ?? ""
+        }
+        let passed = passedDescriptors.map { xil_passed_fd(from: $0.from, to: $0.to) }
+        let err = withCStrings(arguments) { argv in
+            withCStrings(env) { envp in
+                passed.withUnsafeBufferPointer { fds in
+                    var request = xil_spawn_request(
+                        path: nil, search_path: isShell ? 0 : 1,
+                        argv: argv, envp: envp,
+                        new_session: newSession ? 1 : 0,
+                        stdin_null: detachedStreams ? 1 : 0, stdout_to_stderr: detachedStreams ? 1 : 0,
+                        fds: fds.baseAddress, n_fds: Int32(fds.count))
+                    return path.withCString { cPath in
+                        request.path = cPath
+                        return xil_spawn(&request, &pid)
+                    }
+                }
+            }
+        }
+        guard err == 0 else { throw SystemError("exec \(path)", err) }
+        return pid
+    }
+
+    private var isShell: Bool { if case .shell = program { true } else { false } }
+}
+
+/// Calls `body` with a NULL-terminated array of NUL-terminated copies of `strings`.
+func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    let copies: [UnsafePointer<CChar>?] = strings.map { UnsafePointer(strdup($0)) } + [nil]
+    defer { for copy in copies { free(UnsafeMutablePointer(mutating: copy)) } }
+    return copies.withUnsafeBufferPointer { body($0.baseAddress!) }
+}

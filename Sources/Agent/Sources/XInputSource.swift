@@ -1,0 +1,31 @@
+/// The X connection as a source: raw input read from it becomes `.input`.
+/// Xlib reads events into its queue during round trips and flushes, and then the
+/// descriptor stays quiet: so the queue is drained right before every wait, after
+/// the last request, or a key's release would wait unseen until the next deadline.
+final class XInputSource: EventSource {
+    private let x: XServer
+    /// Whether the state machine wants raw input now (it pauses after input).
+    private let wantsInput: () -> Bool
+    private let onInput: () -> Void
+
+    init(_ x: XServer, wantsInput: @escaping () -> Bool, onInput: @escaping () -> Void) {
+        self.x = x
+        self.wantsInput = wantsInput
+        self.onInput = onInput
+    }
+
+    var pollInterest: (fd: Int32, events: PollEvents)? { (x.fileDescriptor, .readable) }
+
+    func prepareToWait() { drain() }
+
+    /// A hang-up reaches Xlib's I/O error handler in the drain.
+    func dispatch(_ events: PollEvents) { drain() }
+
+    private func drain() {
+        while true {
+            x.listen(wantsInput())
+            guard x.drainInput() > 0 else { return }
+            onInput()
+        }
+    }
+}

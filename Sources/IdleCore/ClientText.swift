@@ -1,0 +1,24 @@
+/// Text that comes from a client (an inhibitor's why, a process name): it reaches
+/// the log, status and events, so control characters are made visible and the
+/// length is bounded on a character boundary.
+public enum ClientText {
+    public static func sanitized(_ text: String, maxBytes: Int = 256) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            let v = scalar.value
+            if v < 0x20 || v == 0x7F || (0x80...0x9F).contains(v) || v == 0x2028 || v == 0x2029
+                || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v) {
+                out += "\\u{\(String(v, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        guard out.utf8.count > maxBytes else { return out }
+        var cut = ""
+        for c in out {
+            if cut.utf8.count + c.utf8.count + 3 > maxBytes { break }
+            cut.append(c)
+        }
+        return cut + "…"
+    }
+}

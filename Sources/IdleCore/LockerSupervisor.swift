@@ -1,0 +1,273 @@
+/// What the edge saw of the locker. The edge only reports facts; every decision
+/// about what they mean is made by `LockerSupervisor`.
+public enum LockerFact: Equatable, Sendable {
+    /// The locker process is running (started by this agent).
+    case started
+    /// It could not be started at all (not found, fork failed).
+    case failedToStart(String)
+    /// It exited with this status.
+    case exited(Int32)
+    /// It was killed by this signal (the OOM killer, `xkill`, a kill by mistake).
+    case killed(signal: Int32)
+    /// A locker adopted from an earlier agent ended: not our child, so its exit
+    /// status cannot be read.
+    case endedUnseen
+    /// A locker started by an earlier agent still runs and was adopted.
+    case adopted
+    /// The grab probe: another client holds the keyboard grab (true), or the
+    /// keyboard is free (false), or the probe could not be made (nil).
+    case keyboardGrabbed(Bool?)
+}
+
+/// Why a locker is counted as a failure: each leaves the screen possibly open.
+public enum LockerFailure: Equatable, Sendable, CustomStringConvertible {
+    case couldNotStart(String)
+    case exited(Int32, after: Millis)
+    case killed(signal: Int32, after: Millis)
+    /// Exit 0 before it could have held the screen: it forked and returned
+    /// (`i3lock` without `-n`), was backgrounded by a wrapper, or is no locker (`true`).
+    case returnedAtOnce(after: Millis)
+    /// An adopted locker ended; whether it exited 0 cannot be known.
+    case endedUnseen(after: Millis)
+
+    public var description: String {
+        switch self {
+        case .couldNotStart(let reason): "could not be started (\(reason))"
+        case .exited(let status, let after): "exited with status \(status) after \(after)"
+        case .killed(let signal, let after): "was killed by signal \(signal)\(signalName(signal)) after \(after)"
+        case .returnedAtOnce(let after):
+            "exited 0 after \(after) without holding the screen (it forked and returned, as i3lock does without -n, or a wrapper put it in the background): give a locker command that keeps running until unlocked"
+        case .endedUnseen(let after):
+            "(started by an earlier agent) ended after \(after); its exit status cannot be known, so this is not taken as an unlock"
+        }
+    }
+
+    /// A short word for events and status.
+    public var kind: String {
+        switch self {
+        case .couldNotStart: "could-not-start"
+        case .exited: "exited"
+        case .killed: "killed"
+        case .returnedAtOnce: "returned-at-once"
+        case .endedUnseen: "ended-unseen"
+        }
+    }
+}
+
+private func signalName(_ signal: Int32) -> String {
+    switch signal {
+    case 1: " (SIGHUP)"
+    case 2: " (SIGINT)"
+    case 6: " (SIGABRT)"
+    case 9: " (SIGKILL)"
+    case 11: " (SIGSEGV)"
+    case 15: " (SIGTERM)"
+    default: ""
+    }
+}
+
+/// Whether the running locker covers the screen, as the grab probe tells.
+public enum LockerCover: Equatable, Sendable {
+    /// Not seen yet: the probe goes on until `LockerSupervisor.grabDeadline`.
+    case unknown
+    /// Another client (the locker) held the keyboard grab at this time.
+    case covered(since: BoottimeInstant)
+    /// It ran for the whole grab deadline without a grab being seen: it runs, but
+    /// the screen may be visible. It is not replaced (never a second locker).
+    case notCovering
+}
+
+public enum LockerState: Equatable, Sendable {
+    case unlocked
+    /// The locker runs, started (or adopted) at `since`; `attempt` counts the
+    /// starts since the last locker that held the screen.
+    case running(since: BoottimeInstant, attempt: Int, cover: LockerCover, adopted: Bool)
+    /// The last locker failed; it is started again at `at`. The screen may be open.
+    case retrying(at: BoottimeInstant, attempt: Int)
+}
+
+/// What a fact means, for the state machine to act on.
+public enum LockerVerdict: Equatable, Sendable {
+    /// Nothing to do (a probe that saw nothing yet, a fact about no locker).
+    case none
+    /// The locker holds the screen now: the screen is locked.
+    case covered(after: Millis)
+    /// The locker ran through the grab deadline without a grab: an error to show.
+    case notCovering
+    /// The one way a lock ends well: exit 0 after the locker held the screen.
+    case unlocked(lockedFor: Millis, covered: Bool)
+    /// The screen may be open: the locker is started again at `retryAt` (now, or later).
+    case failed(LockerFailure, retryAt: BoottimeInstant, attempt: Int)
+    /// A retry is due and nothing holds the keyboard: start the locker now.
+    case retryNow
+    /// A retry was due, but the keyboard is grabbed: a detached locker (one that
+    /// forked and returned) probably holds the screen. No second one is started.
+    case retryHeldOff(until: BoottimeInstant)
+}
+
+/// The locker's supervision rules, in one place. A pure value: facts and the time
+/// in, a verdict out; the edge only reports what it saw.
+///
+/// The rule: the screen counts as unlocked only when the locker exits 0 after it
+/// held the screen. Killed, non-zero at any time, returned at once, or an end
+/// that cannot be seen: each is a failure, and the locker is started again at
+/// once, then with a growing delay, for as long as it keeps failing (input does
+/// not stop it: when in doubt, lock).
+public struct LockerSupervisor: Equatable, Sendable {
+    public private(set) var state: LockerState = .unlocked
+    /// The last failure and when it happened, for status.
+    public private(set) var lastFailure: LockerFailure?
+    public private(set) var lastFailureAt: BoottimeInstant?
+    /// The start of the current lock (its first attempt), for "locked for" times.
+    public private(set) var lockedSince: BoottimeInstant?
+    /// When the grab probe last ran for the current locker.
+    public private(set) var lastProbe: BoottimeInstant?
+    /// The last failure was an exit 0 at once: a detached locker may hold the
+    /// keyboard, so a retry first checks that the keyboard is free.
+    public private(set) var lastReturnedAtOnce = false
+
+    /// How long the grab probe looks for the locker's keyboard grab. i3lock gives
+    /// up grabbing after about 2.3 s (and exits 1); lockers that never grab (a
+    /// logout command, a custom script) are let run, shown as not covering.
+    public let grabDeadline: Millis
+    /// An exit 0 sooner than this never held the screen: no one types a password
+    /// that fast, and lockers that fork return within milliseconds.
+    public let shortestHold: Millis
+    public static let longestRetryDelay = Millis.seconds(60)
+
+    public init(grabDeadline: Millis = .seconds(3), shortestHold: Millis = .seconds(1)) {
+        self.grabDeadline = grabDeadline
+        self.shortestHold = shortestHold
+    }
+
+    public var isRunning: Bool { if case .running = state { true } else { false } }
+    public var isRetrying: Bool { if case .retrying = state { true } else { false } }
+    /// The locker is known to hold the screen.
+    public var covers: Bool { if case .running(_, _, .covered, _) = state { true } else { false } }
+
+    /// When the grab probe runs next: 10 ms after the start, then with doubling
+    /// gaps up to 500 ms, until the grab is seen or the deadline passes (at most
+    /// a dozen round trips a lock, none once the screen is covered). Never a busy poll.
+    public var nextProbe: BoottimeInstant? {
+        guard case .running(let since, _, .unknown, _) = state else { return nil }
+        let deadline = since + grabDeadline
+        guard let last = lastProbe, last >= since else { return Swift.min(since + .ms(10), deadline) }
+        let gap = Swift.min(Swift.max(last - since, .ms(10)), .ms(500))
+        return Swift.min(last + gap, deadline)
+    }
+
+    /// When the machine must wake for the locker: the next probe, or the retry.
+    public var deadline: BoottimeInstant? {
+        if case .retrying(let at, _) = state { return at }
+        return nextProbe
+    }
+
+    public mutating func probed(at now: BoottimeInstant) { lastProbe = now }
+
+    /// A start is being asked for (at the lock time, on request, or a retry); returns its attempt number.
+    public mutating func starting(at now: BoottimeInstant) -> Int {
+        var attempt = 1
+        if case .retrying(_, let a) = state { attempt = a }
+        if attempt == 1 { lockedSince = now }
+        state = .running(since: now, attempt: attempt, cover: .unknown, adopted: false)
+        lastProbe = nil
+        return attempt
+    }
+
+    /// Whether a retry is due now.
+    public func retryDue(at now: BoottimeInstant) -> Bool {
+        if case .retrying(let at, _) = state { return now >= at }
+        return false
+    }
+
+    /// `xidlelock lock` (or a lock request from the desktop) during the backoff: try again now.
+    public mutating func retryNow(at now: BoottimeInstant) {
+        if case .retrying(_, let attempt) = state { state = .retrying(at: now, attempt: attempt) }
+    }
+
+    public mutating func handle(_ fact: LockerFact, at now: BoottimeInstant) -> LockerVerdict {
+        switch (fact, state) {
+        case (.adopted, _):
+            state = .running(since: now, attempt: 1, cover: .unknown, adopted: true)
+            lockedSince = now
+            lastProbe = nil
+            return .none
+        case (.started, _):
+            return .none
+        case (.keyboardGrabbed(let grabbed), .running(let since, let attempt, .unknown, let adopted)):
+            if grabbed == true {
+                // It held the screen: the count of failed attempts starts again.
+                state = .running(since: since, attempt: 1, cover: .covered(since: now), adopted: adopted)
+                lastReturnedAtOnce = false
+                return .covered(after: now - since)
+            }
+            guard now >= since + grabDeadline else { return .none }
+            state = .running(since: since, attempt: attempt, cover: .notCovering, adopted: adopted)
+            return .notCovering
+        case (.keyboardGrabbed(let grabbed), .retrying(_, let attempt)):
+            guard grabbed == true, lastReturnedAtOnce else { return .retryNow }
+            let next = now + retryDelay(attempt: Swift.max(attempt, 2))
+            state = .retrying(at: next, attempt: attempt)
+            return .retryHeldOff(until: next)
+        case (.keyboardGrabbed, _):
+            return .none
+        case (.failedToStart(let reason), _):
+            return fail(.couldNotStart(reason), at: now)
+        case (.exited(let status), .running(let since, _, let cover, _)):
+            let ran = now - since
+            guard status == 0 else { return fail(.exited(status, after: ran), at: now) }
+            // Exit 0 is an unlock only after the locker held the screen: its grab was
+            // seen, or it ran through the whole grab deadline (lockers that never
+            // grab), and not sooner than anyone could type a password.
+            guard cover != .unknown, ran >= shortestHold else {
+                lastReturnedAtOnce = true
+                return fail(.returnedAtOnce(after: ran), at: now)
+            }
+            let lockedFor = now - (lockedSince ?? since)
+            state = .unlocked
+            lockedSince = nil
+            lastReturnedAtOnce = false
+            if case .covered = cover { return .unlocked(lockedFor: lockedFor, covered: true) }
+            return .unlocked(lockedFor: lockedFor, covered: false)
+        case (.killed(let signal), .running(let since, _, _, _)):
+            return fail(.killed(signal: signal, after: now - since), at: now)
+        case (.endedUnseen, .running(let since, _, _, _)):
+            return fail(.endedUnseen(after: now - since), at: now)
+        case (.exited, _), (.killed, _), (.endedUnseen, _):
+            return .none
+        }
+    }
+
+    /// Records a failure and plans the next start: at once after the first, then
+    /// after 1, 2, 4 … up to 60 s.
+    mutating func fail(_ failure: LockerFailure, at now: BoottimeInstant) -> LockerVerdict {
+        var attempt = 1
+        switch state {
+        case .running(_, let a, _, _), .retrying(_, let a): attempt = a
+        case .unlocked: lockedSince = now
+        }
+        if case .returnedAtOnce = failure {} else { lastReturnedAtOnce = false }
+        lastFailure = failure
+        lastFailureAt = now
+        let retryAt = now + retryDelay(attempt: attempt)
+        state = .retrying(at: retryAt, attempt: attempt + 1)
+        return .failed(failure, retryAt: retryAt, attempt: attempt + 1)
+    }
+
+    /// After failed attempt `attempt`: none after the first, then 1, 2, 4 … 60 s.
+    func retryDelay(attempt: Int) -> Millis {
+        guard attempt > 1 else { return .zero }
+        return Swift.min(Millis.seconds(1 << Int64(Swift.min(attempt - 2, 6))), LockerSupervisor.longestRetryDelay)
+    }
+
+    /// The state in the user's words, for status.
+    public var stateName: String {
+        switch state {
+        case .unlocked: "unlocked"
+        case .running(_, _, .unknown, _): "locking"
+        case .running(_, _, .covered, _): "locked"
+        case .running(_, _, .notCovering, _): "locker-not-covering"
+        case .retrying: "locker-failing"
+        }
+    }
+}
