@@ -29,8 +29,11 @@ let package = Package(
         // `make bench`: the state machine's throughput over simulated days.
         .executableTarget(name: "IdleCoreBench", dependencies: ["IdleCore"], path: "bench/IdleCoreBench"),
         .testTarget(name: "IdleCoreTests", dependencies: ["IdleCore"]),
-        // Depends on the executable so that `swift test` builds the binary the tests run.
-        .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock"]),
+        // A locker the integration tests can unlock: it grabs the keyboard as i3lock
+        // does and exits when a file appears.
+        .executableTarget(name: "TestLocker", dependencies: ["CX11"], path: "Tests/TestLocker"),
+        // Depends on the executables so that `swift test` builds the binaries the tests run.
+        .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock", "TestLocker"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -99,7 +99,8 @@ extension Sandbox {
     }
 }
 
-let holdingLocker = "echo $$ >> lockers.pids; while [ ! -e unlock ]; do sleep 0.02; done"
+/// Holds the screen (a keyboard grab) until the file `unlock` appears; its pid goes to lockers.pids.
+let holdingLocker = Script.grabbingLocker()
 
 @Suite struct ControlSocketTests {
     @Test("status tells the state, idle time and next stage; JSON and plain agree")
@@ -282,11 +283,11 @@ let holdingLocker = "echo $$ >> lockers.pids; while [ ! -e unlock ]; do sleep 0.
             _ = try await s.client("lock")
             _ = try await s.waitForLines("lockers.pids")
             s.touch("unlock")
-            let lines = try await s.waitForLines("events", count: 4)
+            let lines = try await s.waitForLines("events", count: 5)
             let kinds = lines.compactMap { line in
                 (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["event"] as? String
             }
-            #expect(kinds == ["inhibited", "uninhibited", "locked", "unlocked"], "\(lines)")
+            #expect(kinds == ["inhibited", "uninhibited", "locking", "locked", "unlocked"], "\(lines)")
             _ = try await s.client("quit")
             #expect(try await events.waitForExit("events") == .exited(0))
         }

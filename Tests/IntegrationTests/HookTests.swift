@@ -16,7 +16,9 @@ enum Hook: String, CaseIterable, Sendable {
         case .locker:
             ["--lock-after", "1s", "--locker", Hook.probe]
         case .onUnlock:
-            ["--lock-after", "1s", "--locker", "true", "--on-unlock", Hook.probe, "--on-unlock-interval", "1h"]
+            // A locker that holds the screen for just over a second, then unlocks.
+            ["--lock-after", "1s", "--locker", Script.grabbingLocker(unlock: "."), "--on-unlock", Hook.probe,
+             "--on-unlock-interval", "1h"]
         }
     }
 
@@ -106,12 +108,12 @@ let glibcInternalSignals: UInt64 = 1 << 31 | 1 << 32
 
     @Test("a notifier still running at the lock is ended at the unlock")
     func notifierEndedAtUnlock() async throws {
-        let locker = "echo $$ > locker.pid; while [ ! -e unlock ]; do sleep 0.02; done"
+        let locker = Script.grabbingLocker()
         try await Sandbox.with { s in
             let agent = try s.startAgent(["--lock-after", "2s", "--locker", locker,
                                           "--notify-before", "1s", "--notifier", "echo $$ > notifier.pid; exec sleep 60"])
             let notifier = Int32(try await s.waitForNumber(in: "notifier.pid"))
-            _ = try await s.waitForNumber(in: "locker.pid")
+            _ = try await s.waitForNumber(in: "lockers.pids")
             s.touch("unlock")
             try await agent.waitForLog(containing: "unlocked after")
             try await s.waitUntil("the notifier (pid \(notifier)) to be ended") { !isAlive(notifier) }

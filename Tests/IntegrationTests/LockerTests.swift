@@ -53,7 +53,7 @@ func children(of pid: Int32) -> [Int32] {
     @Test("input while locked starts no second locker and no notifier; after the unlock the lock comes again")
     func inputWhileLocked() async throws {
         let lockAfter = 1000
-        let locker = "echo $$ >> lockers.pids; while [ ! -e unlock ]; do sleep 0.02; done"
+        let locker = Script.grabbingLocker()
         try await Sandbox.with { s in
             try await s.x("xdotool", "key", "shift")
             let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", locker,
@@ -128,9 +128,9 @@ func children(of pid: Int32) -> [Int32] {
     @Test("the on-unlock hook runs after an unlock, at most once per --on-unlock-interval",
           arguments: zip(["0s", "1m"], [2, 1]))
     func onUnlockHook(interval: String, expectedRuns: Int) async throws {
-        // Lockers 1 and 2 unlock at once; locker 3 holds the lock, so that when it starts
-        // the hook of unlock 2 (started a lock time earlier) has had its chance to run.
-        let locker = "echo $$ >> locks.pids; [ $(wc -l < locks.pids) -lt 3 ] || exec sleep 60"
+        // Lockers 1 and 2 hold the screen just over a second, then unlock; locker 3 holds
+        // the lock, so that when it starts the hook of unlock 2 has had its chance to run.
+        let locker = "echo $$ >> locks.pids; if [ $(wc -l < locks.pids) -lt 3 ]; then \(Script.grabbingLocker(unlock: ".")); else exec sleep 60; fi"
         try await Sandbox.with { s in
             let agent = try s.startAgent(["--lock-after", "1s", "--locker", locker, "--verbose",
                                           "--on-unlock", "echo \"$XIDLELOCK_EVENT $XIDLELOCK_LOCKED_MS\" >> unlock.log",

@@ -12,6 +12,10 @@ let agentBinary: String = {
     return dir.appending(path: ".build/debug/xidlelock").path
 }()
 
+/// The test locker (Tests/TestLocker), built beside the agent: it grabs the keyboard
+/// as i3lock does and exits when a file appears, so tests can unlock without a password.
+let testLockerBinary: String = URL(fileURLWithPath: agentBinary).deletingLastPathComponent().appending(path: "TestLocker").path
+
 /// A running agent whose stdout and stderr (and so its hooks' output) go to a log file.
 final class AgentProcess {
     let process: Process

@@ -6,6 +6,14 @@ enum Script {
     /// A locker that records the server's idle time when it starts (lock.idle), then
     /// holds the lock for a minute.
     static let locker = "xprintidle > lock.idle; echo $$ > locker.pid; exec sleep 60"
+
+    /// A real locker the test can unlock: it grabs the keyboard, appends its pid to
+    /// `lockers.pids` once it holds the screen, and exits `status` when the file
+    /// `unlock` appears, never sooner than `hold` ms after its start (no one
+    /// types a password faster; a quicker exit 0 is a locker that returned at once).
+    static func grabbingLocker(hold: Int = 1100, status: Int = 0, unlock: String = "unlock") -> String {
+        "exec \(testLockerBinary) --hold \(hold) --exit \(status) --unlock \(unlock)"
+    }
 }
 
 /// Lateness of every lock the tests measured: the server's idle time when the locker

@@ -1,0 +1,66 @@
+import CX11
+import Glibc
+
+// A locker for the integration tests, which can be unlocked without a password:
+// it grabs the keyboard as i3lock does (retrying for up to 3 s, else exit 1),
+// appends its pid to a file once it holds the grab, and exits when a file
+// appears. Usage:
+//   TestLocker [--pids FILE] [--unlock FILE] [--exit STATUS] [--hold MS] [--no-grab]
+// --hold: never exit before this long after the start (a person typing a password).
+
+func say(_ text: String) { _ = text.withCString { write(2, $0, strlen($0)) } }
+
+var pidsFile = "lockers.pids"
+var unlockFile = "unlock"
+var exitStatus: Int32 = 0
+var holdMs = 0
+var grab = true
+var args = CommandLine.arguments.dropFirst()
+while let flag = args.popFirst() {
+    switch flag {
+    case "--pids": pidsFile = args.popFirst() ?? pidsFile
+    case "--unlock": unlockFile = args.popFirst() ?? unlockFile
+    case "--exit": exitStatus = Int32(args.popFirst() ?? "") ?? 0
+    case "--hold": holdMs = Int(args.popFirst() ?? "") ?? 0
+    case "--no-grab": grab = false
+    default:
+        say("TestLocker: unknown argument \(flag)\n")
+        exit(64)
+    }
+}
+
+func milliseconds() -> Int {
+    var t = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return t.tv_sec * 1000 + t.tv_nsec / 1_000_000
+}
+
+let started = milliseconds()
+guard let display = XOpenDisplay(nil) else {
+    say("TestLocker: cannot open the display\n")
+    exit(1)
+}
+if grab {
+    let root = XDefaultRootWindow(display)
+    var grabbed = false
+    while milliseconds() - started < 3000 {
+        if XGrabKeyboard(display, root, 1, GrabModeAsync, GrabModeAsync, 0) == GrabSuccess {
+            grabbed = true
+            break
+        }
+        usleep(5000)
+    }
+    guard grabbed else {
+        say("TestLocker: cannot grab the keyboard\n")
+        exit(1)
+    }
+    XSync(display, 0)
+}
+let line = "\(getpid())\n"
+let fd = open(pidsFile, O_WRONLY | O_APPEND | O_CREAT, 0o644)
+_ = line.withCString { write(fd, $0, strlen($0)) }
+close(fd)
+while access(unlockFile, F_OK) != 0 || milliseconds() - started < holdMs {
+    usleep(10000)
+}
+exit(exitStatus)
