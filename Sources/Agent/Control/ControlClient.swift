@@ -15,6 +15,14 @@ public enum ControlClient {
             }
             throw .unavailable("cannot reach the agent at \(path): \(String(cString: strerror(reason)))")
         }
+        // The agent must be this user's: a socket served by anyone else (a planted
+        // one in a shared /tmp) gets no request, least of all `lock` or `inhibit`.
+        var agentPid: pid_t = 0
+        var agentUid: uid_t = 0
+        guard xil_peer_credentials(fd, &agentPid, &agentUid) == 0, agentUid == getuid() else {
+            close(fd)
+            throw .unavailable("refusing the socket \(path): it is served by uid \(agentUid) (pid \(agentPid)), not by you")
+        }
         var reader = Reader(fd: fd)
         // A refused client is answered and closed at once: its write may then fail,
         // but the refusal is still there to read.
