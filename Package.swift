@@ -29,6 +29,8 @@ let package = Package(
         // `make bench`: the state machine's throughput over simulated days.
         .executableTarget(name: "IdleCoreBench", dependencies: ["IdleCore"], path: "bench/IdleCoreBench"),
         .testTarget(name: "IdleCoreTests", dependencies: ["IdleCore"]),
+        // The edge in-process: the loop with test sources, spawn, children, the control connection.
+        .testTarget(name: "AgentTests", dependencies: ["Agent", "IdleCore"]),
         // A locker the integration tests can unlock: it grabs the keyboard as i3lock
         // does and exits when a file appears.
         .executableTarget(name: "TestLocker", dependencies: ["CX11"], path: "Tests/TestLocker"),

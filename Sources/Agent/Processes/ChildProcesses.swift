@@ -47,11 +47,12 @@ final class ChildProcesses: EventSource {
     /// Collects every child that has ended.
     func reap() -> [(ProcessRole, ProcessEnd)] {
         var ended: [(ProcessRole, ProcessEnd)] = []
-        while true {
+        // Only our own: every child the agent has is one it started here.
+        for pid in running.keys {
             var status: Int32 = 0
-            let pid = waitpid(-1, &status, WNOHANG)
-            if pid < 0 && errno == EINTR { continue }
-            guard pid > 0 else { break }
+            var reaped = waitpid(pid, &status, WNOHANG)
+            while reaped < 0 && errno == EINTR { reaped = waitpid(pid, &status, WNOHANG) }
+            guard reaped == pid else { continue }
             killAt[pid] = nil
             guard let child = running.removeValue(forKey: pid) else { continue }
             if child.role == .locker { lockerRecord?.clear() }

@@ -1,0 +1,165 @@
+@testable import Agent
+import Glibc
+import IdleCore
+import Testing
+
+/// A clock that moves only when the test says so.
+final class TestClock {
+    var now = MonotonicInstant.seconds(1000)
+}
+
+/// The embedded waiter: it never blocks. It records the timeout the loop asked
+/// for, moves the test clock by that much (as if it had slept), and marks ready
+/// the descriptors the test said are ready.
+struct EmbeddedWaiter: Waiter {
+    let clock: TestClock
+    var ready: [Int32: PollEvents] = [:]
+    var timeouts: [Millis?] = []
+
+    mutating func wait(_ fds: inout [pollfd], timeout: Millis?) throws(SystemError) {
+        timeouts.append(timeout)
+        for i in fds.indices {
+            if let events = ready[fds[i].fd] { fds[i].revents = events.rawValue }
+        }
+        if ready.isEmpty, let timeout { clock.now += timeout }
+        ready = [:]
+    }
+}
+
+/// A source whose descriptor and deadline the test sets; it counts its calls.
+final class TestSource: EventSource {
+    var fd: Int32?
+    var deadline: MonotonicInstant?
+    var isFinished = false
+    var prepared = 0
+    var dispatched: [PollEvents] = []
+    var onDispatch: () -> Void = {}
+
+    init(fd: Int32? = nil, deadline: MonotonicInstant? = nil) {
+        self.fd = fd
+        self.deadline = deadline
+    }
+
+    var pollInterest: (fd: Int32, events: PollEvents)? { fd.map { ($0, .readable) } }
+    func prepareToWait() { prepared += 1 }
+    func dispatch(_ events: PollEvents) {
+        dispatched.append(events)
+        onDispatch()
+    }
+}
+
+@Suite("The event loop: sources in, one wait, dispatch")
+struct EventLoopTests {
+    let clock = TestClock()
+
+    func loop(_ waiter: inout EmbeddedWaiter) -> (EventLoop, () -> EmbeddedWaiter) {
+        // The loop owns a copy of the waiter; a box lets the test read it back.
+        final class Box: Waiter {
+            var inner: EmbeddedWaiter
+            init(_ inner: EmbeddedWaiter) { self.inner = inner }
+            func wait(_ fds: inout [pollfd], timeout: Millis?) throws(SystemError) { try inner.wait(&fds, timeout: timeout) }
+        }
+        let box = Box(waiter)
+        let clock = self.clock
+        return (EventLoop(waiter: box, now: { clock.now }), { box.inner })
+    }
+
+    @Test("with no deadline the loop waits for ever: no wake-up between events")
+    func noDeadlineNoTimeout() throws {
+        var waiter = EmbeddedWaiter(clock: clock)
+        let (loop, read) = loop(&waiter)
+        let source = TestSource(fd: 7)
+        loop.add(source)
+        try loop.runOnce()
+        #expect(read().timeouts == [nil])
+        #expect(source.dispatched.isEmpty)
+        #expect(source.prepared == 1)
+    }
+
+    @Test("the timeout is the earliest deadline, rounded up a millisecond; that source alone is dispatched")
+    func earliestDeadline() throws {
+        var waiter = EmbeddedWaiter(clock: clock)
+        let (loop, read) = loop(&waiter)
+        let late = TestSource(deadline: clock.now + .seconds(5))
+        let early = TestSource(deadline: clock.now + .ms(250))
+        loop.add(late)
+        loop.add(early)
+        let dispatched = try loop.runOnce()
+        #expect(read().timeouts == [.ms(251)])
+        #expect(dispatched.count == 1 && dispatched.first === early)
+        #expect(early.dispatched == [[]], "a deadline dispatches with no poll events")
+        #expect(late.dispatched.isEmpty)
+    }
+
+    @Test("a deadline already past gives a zero timeout")
+    func pastDeadline() throws {
+        var waiter = EmbeddedWaiter(clock: clock)
+        let (loop, read) = loop(&waiter)
+        loop.add(TestSource(deadline: clock.now - .ms(5)))
+        try loop.runOnce()
+        #expect(read().timeouts == [.zero])
+    }
+
+    @Test("a ready descriptor dispatches its source with the events poll gave")
+    func readiness() throws {
+        var waiter = EmbeddedWaiter(clock: clock)
+        waiter.ready = [9: [.readable, .hangUp]]
+        let (loop, _) = loop(&waiter)
+        let quiet = TestSource(fd: 8)
+        let ready = TestSource(fd: 9)
+        loop.add(quiet)
+        loop.add(ready)
+        try loop.runOnce()
+        #expect(ready.dispatched == [[.readable, .hangUp]])
+        #expect(quiet.dispatched.isEmpty)
+    }
+
+    @Test("a finished source is dropped; a source added while dispatching is polled from the next turn")
+    func addAndFinish() throws {
+        var waiter = EmbeddedWaiter(clock: clock)
+        let (loop, _) = loop(&waiter)
+        let listener = TestSource(deadline: clock.now)
+        let client = TestSource(fd: 11)
+        listener.onDispatch = { [unowned listener] in
+            loop.add(client)
+            listener.isFinished = true
+        }
+        loop.add(listener)
+        try loop.runOnce()
+        #expect(loop.sources.count == 2)
+        try loop.runOnce()
+        #expect(loop.sources.count == 1 && loop.sources.first === client)
+        #expect(client.prepared == 1)
+    }
+
+    @Test("sources prepare in the order they were added, before every wait")
+    func prepareOrder() throws {
+        var waiter = EmbeddedWaiter(clock: clock)
+        let (loop, _) = loop(&waiter)
+        var order: [Int] = []
+        final class Ordered: EventSource {
+            let id: Int
+            let log: (Int) -> Void
+            init(_ id: Int, _ log: @escaping (Int) -> Void) { self.id = id; self.log = log }
+            func prepareToWait() { log(id) }
+            func dispatch(_ events: PollEvents) {}
+        }
+        for id in 1...3 { loop.add(Ordered(id) { order.append($0) }) }
+        try loop.runOnce()
+        try loop.runOnce()
+        #expect(order == [1, 2, 3, 1, 2, 3])
+    }
+
+    @Test("the real poll waiter wakes for a readable pipe and not before")
+    func realPoll() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let loop = EventLoop()
+        let reader = TestSource(fd: fds[0], deadline: SystemClock.now().monotonic + .seconds(30))
+        loop.add(reader)
+        #expect(write(fds[1], "x", 1) == 1)
+        try loop.runOnce()
+        #expect(reader.dispatched == [.readable])
+    }
+}
