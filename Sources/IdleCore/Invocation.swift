@@ -384,7 +384,10 @@ public enum Invocation: Equatable, Sendable {
                         --lock-after 5m --locker 'i3lock -n' \\
                         --stage screen-off=10m:'xset dpms force off' --resume 'xset dpms force on'
 
-            There is no unlock command: only the locker unlocks the screen.
+            The screen counts as unlocked only when the locker exits 0 after it held
+            the screen. Any other end (killed, a non-zero exit, an exit 0 at once) is a
+            failure: logged as an error, and the locker is started again. There is no
+            unlock command.
 
             Commands are run with /bin/sh -c, in their own session, with XIDLELOCK_EVENT,
             XIDLELOCK_STAGE, XIDLELOCK_IDLE_MS and XIDLELOCK_SUSPEND_GAP_MS set.
