@@ -17,8 +17,10 @@ let package = Package(
             providers: [.apt(["libx11-dev", "libxss-dev", "libxi-dev"])]
         ),
         .target(name: "CLinux"),
+        // sd-bus, loaded with dlopen: only its headers are needed to build.
+        .target(name: "CBus"),
         .target(name: "IdleCore"),
-        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux"]),
+        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus"]),
         .executableTarget(
             name: "xidlelock", dependencies: ["Agent", "IdleCore"],
             // Links only the libraries the binary uses: pkg-config's xscrnsaver adds

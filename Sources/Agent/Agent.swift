@@ -13,6 +13,10 @@ public final class Agent {
     let children: ChildProcesses
     let secure: Bool
     var nextInhibitorID = 1
+    /// The desktop's buses (logind, org.freedesktop.ScreenSaver), when reachable.
+    var desktop: DesktopServices?
+    /// The locker knows logind's sleep delay protocol (XSS_SLEEP_LOCK_FD).
+    var transferSleepLock = false
     private let adopted: (pid: pid_t, pidfd: Int32)?
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
@@ -33,6 +37,15 @@ public final class Agent {
         let record = try LockerRecord(path: path + ".locker", serverToken: x.serverToken())
         let agent = try Agent(config: options.config(locker: locker), x: x, control: control,
                               record: record, secure: options.secure)
+        // Early, before any browser starts: Firefox picks its inhibit backend once.
+        let desktop = DesktopServices(agent: agent, settings: DesktopServices.Settings(
+            serveScreenSaver: options.screenSaverService, useLogind: options.logind,
+            lockBeforeSleep: options.lockBeforeSleep,
+            logindInhibitors: LogindInhibitorPolicy(rawValue: options.logindInhibitors) ?? .own))
+        agent.desktop = desktop
+        agent.transferSleepLock = options.transferSleepLock
+            || ShellCommand.firstWord(of: locker).map { $0.hasSuffix("xsecurelock") } == true
+        desktop.start()
         agent.loop.run()
     }
 
@@ -139,8 +152,11 @@ public final class Agent {
                 case .announce(let announcement):
                     let line = announcement.json.text
                     for client in control.connections where client.subscribed { client.send(line) }
+                    desktop?.announce(announcement)
                 case .probeKeyboard:
                     queue.append(.lockerFact(.keyboardGrabbed(x.keyboardGrabbedByOther())))
+                case .releaseSleepDelay, .setLockedHint, .setIdleHint:
+                    desktop?.carryOut(action)
                 }
             }
         }
@@ -152,7 +168,14 @@ public final class Agent {
             return SpawnRequest(program: .shell(command), environment: environment)
         }
         // The locker is exec'ed (the agent's own child, its real end seen) and never stopped.
-        return SpawnRequest(program: .shell(ShellCommand.lockerForm(command)), environment: environment, stop: .never)
+        var request = SpawnRequest(program: .shell(ShellCommand.lockerForm(command)), environment: environment, stop: .never)
+        // While the system waits to sleep, a locker that knows the protocol gets the
+        // delay, to close once it covers the screen; no other child ever sees it.
+        if transferSleepLock, let fd = desktop?.sleepDelayForLocker {
+            request.passedDescriptors = [(from: fd, to: 3)]
+            request.environment.append(EnvironmentVariable("XSS_SLEEP_LOCK_FD", "3"))
+        }
+        return request
     }
 }
 
@@ -165,4 +188,34 @@ public enum IdleQuery {
         }
         _ = try? FileIO.writeAll(1, format.render(idle) + "\n")
     }
+}
+
+extension Agent: DesktopAgent {
+    func addInhibitor(source: InhibitorSource, who: String, why: String) -> Int {
+        if secure {
+            Log.write(.warning, "refused an inhibitor from \(who) (\(source.rawValue)): the agent runs with --secure")
+            return 0
+        }
+        wake()
+        let id = nextInhibitorID
+        nextInhibitorID += 1
+        perform(.inhibit(Inhibitor(id: id, who: who, why: why, until: nil, source: source)))
+        return id
+    }
+
+    func removeInhibitor(id: Int) {
+        wake()
+        perform(.uninhibit(id: id))
+    }
+
+    var screenCovered: Bool { machine.supervisor.covers }
+
+    var lockedFor: Millis? {
+        guard let since = machine.supervisor.lockedSince else { return nil }
+        return SystemClock.now().boottime - since
+    }
+
+    var idleTime: Millis { machine.idle(at: SystemClock.now()) }
+
+    func addSource(_ source: EventSource) { loop.add(source) }
 }

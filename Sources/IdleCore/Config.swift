@@ -42,6 +42,10 @@ public struct AgentConfig: Equatable, Sendable {
     /// With `screensaverResetCountsAsActivity` false, how long input listening pauses after
     /// input; server activity inside the pause is attributed to input.
     public var inputPause: Millis
+    /// Lock before the system sleeps (logind's PrepareForSleep), holding the sleep off until covered.
+    public var lockBeforeSleep: Bool = true
+    public var beforeSleep: String?
+    public var afterResume: String?
 
     public init(
         stages: [Stage],

@@ -131,6 +131,7 @@ extension IdleMachine {
             ("inhibitors", .array(inhibitors.map { inhibitor in
                 .object([
                     ("id", .number(Double(inhibitor.id))),
+                    ("source", .string(inhibitor.source.rawValue)),
                     ("who", .string(inhibitor.who)),
                     ("why", .string(inhibitor.why)),
                     ("remaining_ms", optional(inhibitor.until.map { $0 - now.boottime })),
@@ -201,13 +202,18 @@ extension Announcement {
         case .suspendGap(let length):
             members += [("event", .string("suspend-gap")), ("length_ms", ms(length))]
         case .inhibited(let i):
-            members += [("event", .string("inhibited")), ("id", .number(Double(i.id))), ("who", .string(i.who)), ("why", .string(i.why))]
+            members += [("event", .string("inhibited")), ("id", .number(Double(i.id))), ("source", .string(i.source.rawValue)),
+                        ("who", .string(i.who)), ("why", .string(i.why))]
         case .uninhibited(let i):
             members += [("event", .string("uninhibited")), ("id", .number(Double(i.id))), ("who", .string(i.who))]
         case .disabled(let remaining):
             members += [("event", .string("disabled")), ("remaining_ms", remaining.map(ms) ?? .null)]
         case .enabled:
             members += [("event", .string("enabled"))]
+        case .sleeping(let covered):
+            members += [("event", .string("sleeping")), ("covered", .bool(covered))]
+        case .resumed:
+            members += [("event", .string("resumed"))]
         }
         return .object(members)
     }

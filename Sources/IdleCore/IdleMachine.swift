@@ -28,6 +28,16 @@ public enum Event: Equatable, Sendable {
     /// Something the edge saw of the locker that is not a child's end: the grab
     /// probe's answer, the end of an adopted locker.
     case lockerFact(LockerFact)
+    /// The desktop asks for a lock now (logind's Lock signal, `loginctl lock-session`,
+    /// the lid switch; org.freedesktop.ScreenSaver.Lock; the X server's own saver).
+    case lockRequest(from: String)
+    /// logind: the system is about to sleep; the agent holds a delay inhibitor that it
+    /// must release within `delayLimit`.
+    case prepareForSleep(delayLimit: Millis)
+    /// logind: the system has resumed.
+    case resumedFromSleep
+    /// logind: our session became active (true) or another one is in front (false).
+    case sessionActive(Bool)
 }
 
 /// Someone holding the lock off: a client's `inhibit` request.
@@ -38,13 +48,28 @@ public struct Inhibitor: Equatable, Sendable {
     public var why: String
     /// When it ends by itself; nil while its client stays connected.
     public var until: BoottimeInstant?
+    /// Where it came from, in the user's words.
+    public var source: InhibitorSource
 
-    public init(id: Int, who: String, why: String, until: BoottimeInstant?) {
+    public init(id: Int, who: String, why: String, until: BoottimeInstant?, source: InhibitorSource = .socket) {
         self.id = id
         self.who = who
         self.why = why
         self.until = until
+        self.source = source
     }
+}
+
+/// Who can hold the lock off.
+public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
+    /// `xidlelock inhibit` and the control socket.
+    case socket
+    /// org.freedesktop.ScreenSaver.Inhibit on the session bus (browsers, players).
+    case dbus
+    /// A logind idle inhibitor (`systemd-inhibit --what=idle`).
+    case logind
+    /// The X server: the saver turned off (`xset s off`) or suspended by a client.
+    case x
 }
 
 /// What happened, for `xidlelock events` subscribers.
@@ -64,6 +89,10 @@ public enum Announcement: Equatable, Sendable {
     case uninhibited(Inhibitor)
     case disabled(remaining: Millis?)
     case enabled
+    /// The system is about to sleep; `covered` tells whether the locker held the screen
+    /// when the sleep was let go.
+    case sleeping(covered: Bool)
+    case resumed
 }
 
 /// Which of the agent's children a process is.
@@ -74,6 +103,10 @@ public enum ProcessRole: Hashable, Sendable, CustomStringConvertible {
     /// The resume command of the stage at this index.
     case resume(Int)
     case onUnlock
+    /// `--before-sleep`, run inside logind's sleep delay.
+    case beforeSleep
+    /// `--after-resume`.
+    case afterResume
 
     public var description: String {
         switch self {
@@ -81,6 +114,8 @@ public enum ProcessRole: Hashable, Sendable, CustomStringConvertible {
         case .stage(let i): "stage #\(i + 1)"
         case .resume(let i): "resume command of stage #\(i + 1)"
         case .onUnlock: "on-unlock hook"
+        case .beforeSleep: "before-sleep hook"
+        case .afterResume: "after-resume hook"
         }
     }
 }
@@ -130,6 +165,12 @@ public enum Action: Equatable, Sendable {
     /// locker covering the screen); the answer comes back as
     /// `.lockerFact(.keyboardGrabbed(_))` at once.
     case probeKeyboard
+    /// Let the system sleep: close the logind delay inhibitor.
+    case releaseSleepDelay
+    /// Tell logind whether the screen is locked (the session's LockedHint).
+    case setLockedHint(Bool)
+    /// Tell logind whether the user is idle (the session's IdleHint, for IdleAction).
+    case setIdleHint(Bool)
 }
 
 public struct SuspendGap: Equatable, Sendable {
@@ -158,7 +199,7 @@ public struct IdleMachine: Sendable {
     /// Index of the next stage to fire in this idle period.
     public private(set) var nextStage = 0
     /// The locker's supervision: its state and the rules for what its end means.
-    public private(set) var supervisor: LockerSupervisor
+    public internal(set) var supervisor: LockerSupervisor
     public var locker: LockerState { supervisor.state }
     public private(set) var lastSuspendGap: SuspendGap?
     /// Whether the agent should listen to raw input now. After input it need not:
@@ -181,6 +222,13 @@ public struct IdleMachine: Sendable {
     /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
     public private(set) var disabledUntil: BoottimeInstant??
     var lockRequested = false
+    /// The system waits to sleep until this time at the latest (logind's delay).
+    public internal(set) var sleepDelayUntil: BoottimeInstant?
+    /// Another session is in front: no stage fires.
+    public internal(set) var sessionInactive = false
+    /// What logind was last told.
+    var lockedHint = false
+    var idleHint = false
 
     enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted }
 
@@ -213,6 +261,7 @@ public struct IdleMachine: Sendable {
         func consider(_ t: BoottimeInstant) { deadline = min(deadline ?? t, t) }
         if let due = nextStageDue { consider(due) }
         if let locker = supervisor.deadline { consider(locker) }
+        if let sleep = sleepDelayUntil { consider(sleep) }
         for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
         if let until = disabledUntil ?? nil { consider(until) }
         if !listensForInput, let resume = listeningResumesAt { consider(resume) }
@@ -231,7 +280,7 @@ public struct IdleMachine: Sendable {
     public var lockerActive: Bool { locker != .unlocked }
     public var isDisabled: Bool { disabledUntil != nil }
     /// Stages do not fire while disabled or inhibited.
-    public var isHeld: Bool { isDisabled || !inhibitors.isEmpty }
+    public var isHeld: Bool { isDisabled || !inhibitors.isEmpty || sessionInactive }
     /// The next stage to fire and its name, if the stages are not all fired.
     public var nextStageName: String? { nextStage < config.stages.count ? config.stages[nextStage].name : nil }
     public var hasNotified: Bool { !notifiersShown.isEmpty }
@@ -271,18 +320,7 @@ public struct IdleMachine: Sendable {
             }
             return out
         case .lockNow:
-            switch locker {
-            case .unlocked:
-                lockRequested = true
-                startLocker(now, &out)
-            case .retrying:
-                // The user (or a script) asks now: do not wait out the backoff.
-                lockRequested = true
-                out.append(.log(.info, "lock requested while the locker is failing: trying again now"))
-                supervisor.retryNow(at: now.boottime)
-            case .running:
-                out.append(.log(.info, "lock requested; the locker already runs"))
-            }
+            lockRequest(from: "", now, &out)
         case .reset:
             out.append(.log(.debug, "reset requested: counting as activity"))
             activity(at: now, now, &out)
@@ -306,7 +344,16 @@ public struct IdleMachine: Sendable {
             out.append(.log(.info, "the locker of an earlier agent still runs; watching it (no second locker)"))
         case .lockerFact(let fact):
             apply(supervisor.handle(fact, at: now.boottime), now, &out)
+        case .lockRequest(let from):
+            lockRequest(from: from, now, &out)
+        case .prepareForSleep(let limit):
+            prepareForSleep(delayLimit: limit, now, &out)
+        case .resumedFromSleep:
+            resumedFromSleep(now, &out)
+        case .sessionActive(let active):
+            sessionActive(active, now, &out)
         }
+        sleepDelayCheck(now, &out)
         probeIfDue(now, &out)
         fireDueStages(now, &out)
         return out
@@ -424,6 +471,7 @@ public struct IdleMachine: Sendable {
         let idle = t.boottime - lastActivity
         lastActivityAt = t
         gapsSinceActivity.removeAll { $0.noticedAt <= t.monotonic }
+        tellIdleHint(false, &out)
         // A failing locker is not stopped by input: the screen may be open, and
         // input proves nothing about who is there. Only an unlock ends a lock.
         guard nextStage > 0 || !resumesDue.isEmpty else { return }
@@ -467,6 +515,7 @@ public struct IdleMachine: Sendable {
             let stage = stages[i]
             switch stage.role {
             case .lock:
+                tellIdleHint(true, &out)
                 guard !lockerActive else { continue }
                 startLocker(now, &out)
             case .notify:
@@ -533,6 +582,8 @@ public struct IdleMachine: Sendable {
         case .covered(let after):
             out.append(.log(.info, "locked: the locker holds the keyboard (\(after) after its start)"))
             out.append(.announce(.locked(idle: idle(at: now), requested: lockRequested)))
+            tellLockedHint(true, &out)
+            if sleepDelayUntil != nil { letSleep(covered: true, now, &out) }
         case .notCovering:
             // It cannot be replaced while it runs (never a second locker); say so loudly.
             out.append(.log(.error, "the locker has run for \(supervisor.grabDeadline) without grabbing the keyboard: the screen may NOT be covered (left running; its exit 0 will count as an unlock)"))
@@ -541,6 +592,7 @@ public struct IdleMachine: Sendable {
             let delay = retryAt - now.boottime
             out.append(.log(.error, "the locker \(failure): the screen may NOT be locked; starting it again \(delay <= .zero ? "now" : "in \(delay)")"))
             out.append(.announce(.lockerFailed(kind: failure.kind, reason: failure.description, retryIn: delay)))
+            tellLockedHint(false, &out)
             // A retry due now starts from fireDueStages, after the other checks.
         case .retryNow:
             startLocker(now, &out)
@@ -559,6 +611,7 @@ public struct IdleMachine: Sendable {
         var env = environment("unlock", stage, now)
         env.append(EnvironmentVariable("XIDLELOCK_LOCKED_MS", String(lockedFor.value)))
         out.append(.announce(.unlocked(lockedFor: lockedFor)))
+        tellLockedHint(false, &out)
         activity(at: now, now, &out, unlocking: true)
         nextStage = 0
         lockRequested = false

@@ -26,6 +26,14 @@ public struct AgentOptions: Equatable, Sendable {
     public var stages: [Stage] = []
     public var socket: String?
     public var secure = false
+    public var lockBeforeSleep = true
+    public var beforeSleep: String?
+    public var afterResume: String?
+    public var transferSleepLock = false
+    /// Whose logind idle inhibitors hold the stages off: own, all or none.
+    public var logindInhibitors = "own"
+    public var screenSaverService = true
+    public var logind = true
 
     public init() {}
 
@@ -76,6 +84,30 @@ public struct AgentOptions: Equatable, Sendable {
         },
         OptionSpec("--secure", nil, "Refuse disable, inhibit, toggle, reset and quit over the socket (for managed machines).") { o, _ in
             o.secure = true
+        },
+        OptionSpec("--no-lock-before-sleep", nil, "Do not lock when logind announces a suspend (by default the sleep waits until the locker covers the screen).") { o, _ in
+            o.lockBeforeSleep = false
+        },
+        OptionSpec("--before-sleep", "CMD", "Shell command run when the system is about to sleep, inside logind's sleep delay.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError("--before-sleep: the command is empty") }
+            o.beforeSleep = v
+        },
+        OptionSpec("--after-resume", "CMD", "Shell command run when the system has resumed (XIDLELOCK_SUSPEND_GAP_MS says how long it slept).") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError("--after-resume: the command is empty") }
+            o.afterResume = v
+        },
+        OptionSpec("--transfer-sleep-lock", nil, "Give the locker logind's sleep delay as XSS_SLEEP_LOCK_FD, to close once it covers the screen (automatic for xsecurelock).") { o, _ in
+            o.transferSleepLock = true
+        },
+        OptionSpec("--logind-inhibitors", "WHOSE", "Whose logind idle inhibitors hold the lock off: own (default; others are shown, not honoured), all or none.") { o, v throws(UsageError) in
+            guard ["own", "all", "none"].contains(v) else { throw UsageError("--logind-inhibitors: '\(v)' is not one of own, all, none") }
+            o.logindInhibitors = v
+        },
+        OptionSpec("--no-screensaver-service", nil, "Do not serve org.freedesktop.ScreenSaver on the session bus (browsers' and players' inhibitors).") { o, _ in
+            o.screenSaverService = false
+        },
+        OptionSpec("--no-logind", nil, "Do not talk to logind: no lock before sleep, no lock-session, no hints, no idle inhibitors.") { o, _ in
+            o.logind = false
         },
         OptionSpec("--verbose", nil, "Log every wake-up and decision.") { o, _ in o.verbosity = .verbose },
         OptionSpec("--quiet", nil, "Log only warnings and errors.") { o, _ in o.verbosity = .quiet },
@@ -133,13 +165,17 @@ public struct AgentOptions: Equatable, Sendable {
         if let notifyBefore, let notifier {
             stages.append(Stage(name: "notify", role: .notify, idleTime: lockAfter - notifyBefore, command: notifier))
         }
-        return AgentConfig(
+        var config = AgentConfig(
             stages: stages,
             onUnlock: onUnlock,
             onUnlockInterval: onUnlockInterval,
             screensaverResetCountsAsActivity: !ignoreScreensaverReset,
             suspendCountsAsIdle: !suspendResetsIdle
         )
+        config.lockBeforeSleep = lockBeforeSleep && logind
+        config.beforeSleep = beforeSleep
+        config.afterResume = afterResume
+        return config
     }
 }
 

@@ -92,8 +92,7 @@ final class ControlListener: EventSource {
                 refuse(fd, "refused: too many connections (\(ControlServerLimits.maxConnections))")
                 continue
             }
-            let name = ClientText.sanitized(processName(pid), maxBytes: 64)
-            let connection = ControlConnection(fd: fd, pid: pid, who: "pid \(pid) (\(name))", handler: handler)
+            let connection = ControlConnection(fd: fd, pid: pid, who: "pid \(pid) (\(processName(pid)))", handler: handler)
             connection.requestDeadline = now() + ControlServerLimits.requestTimeout
             connections.append(connection)
             onAccept(connection)
@@ -104,10 +103,5 @@ final class ControlListener: EventSource {
         let line = ControlRequest.errorReply(message) + "\n"
         _ = line.withCString { send(fd, $0, strlen($0), Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
         close(fd)
-    }
-
-    private func processName(_ pid: pid_t) -> String {
-        guard let bytes = FileIO.readSmallFile("/proc/\(pid)/comm", limit: 64) else { return "?" }
-        return String(decoding: bytes, as: UTF8.self).filter { $0 != "\n" }
     }
 }

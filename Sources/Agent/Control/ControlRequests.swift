@@ -25,7 +25,9 @@ extension Agent: ControlRequestHandler {
         wake()
         switch request {
         case .status:
-            client.send(ControlRequest.reply(machine.statusFields(at: SystemClock.now(), lockerPid: children.lockerPid)))
+            let desktopFields = desktop?.statusFields ?? []
+            client.send(ControlRequest.reply(machine.statusFields(at: SystemClock.now(), lockerPid: children.lockerPid)
+                + [("desktop", .object(desktopFields))]))
         case .lock:
             perform(.lockNow)
             client.send(ControlRequest.reply([("locker_pid", children.lockerPid.map { .number(Double($0)) } ?? .null)]))

@@ -1,0 +1,69 @@
+import CBus
+import IdleCore
+
+/// One D-Bus connection as a source: sd-bus says which poll events it wants and
+/// by when it must be called again (an absolute CLOCK_MONOTONIC time in µs).
+final class BusConnection: EventSource {
+    let bus: OpaquePointer
+    /// "session bus", "system bus", for logs.
+    let name: String
+    private let onLost: (Int32) -> Void
+    private(set) var isFinished = false
+
+    init(bus: OpaquePointer, name: String, onLost: @escaping (Int32) -> Void) {
+        self.bus = bus
+        self.name = name
+        self.onLost = onLost
+    }
+
+    var pollInterest: (fd: Int32, events: PollEvents)? {
+        isFinished ? nil : (xil_bus_fd(bus), PollEvents(rawValue: Int16(truncatingIfNeeded: xil_bus_events(bus))))
+    }
+
+    var deadline: MonotonicInstant? {
+        guard !isFinished else { return nil }
+        let usec = xil_bus_timeout(bus)
+        return usec == UInt64.max ? nil : MonotonicInstant(.ms(Int64(clamping: usec / 1000)))
+    }
+
+    /// Messages our own calls queued (a signal, a hint) go out before the wait.
+    func prepareToWait() {
+        if !isFinished, PollEvents(rawValue: Int16(truncatingIfNeeded: xil_bus_events(bus))).contains(.writable) {
+            process()
+        }
+    }
+
+    func dispatch(_ events: PollEvents) { process() }
+
+    private func process() {
+        let r = xil_bus_process(bus)
+        guard r < 0, !isFinished else { return }
+        isFinished = true
+        xil_bus_close(bus)
+        onLost(-r)
+    }
+
+    func close() {
+        guard !isFinished else { return }
+        isFinished = true
+        xil_bus_close(bus)
+    }
+}
+
+/// Calls back after a delay: a reconnection attempt, as a source with a deadline only.
+final class RetryTimer: EventSource {
+    private(set) var deadline: MonotonicInstant?
+    private let action: () -> Void
+    private(set) var isFinished = false
+
+    init(at deadline: MonotonicInstant, _ action: @escaping () -> Void) {
+        self.deadline = deadline
+        self.action = action
+    }
+
+    func dispatch(_ events: PollEvents) {
+        isFinished = true
+        deadline = nil
+        action()
+    }
+}

@@ -1,0 +1,529 @@
+#define _GNU_SOURCE
+#include "cbus.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-bus.h>
+#include <unistd.h>
+
+/* The functions of libsystemd used here, found with dlsym. The header gives
+ * their types; nothing here is linked against the library. */
+#define XIL_BUS_FUNCTIONS(X) \
+    X(sd_bus_open_user) X(sd_bus_open_system) X(sd_bus_flush_close_unref) X(sd_bus_get_fd) \
+    X(sd_bus_get_events) X(sd_bus_get_timeout) X(sd_bus_process) X(sd_bus_get_unique_name) \
+    X(sd_bus_set_method_call_timeout) X(sd_bus_add_object_vtable) X(sd_bus_request_name) \
+    X(sd_bus_emit_signal) X(sd_bus_reply_method_return) X(sd_bus_reply_method_errorf) \
+    X(sd_bus_message_read) X(sd_bus_message_get_sender) X(sd_bus_query_sender_creds) \
+    X(sd_bus_creds_get_pid) X(sd_bus_creds_unref) X(sd_bus_track_new) X(sd_bus_track_add_name) \
+    X(sd_bus_track_unref) X(sd_bus_call_method) X(sd_bus_call_method_async) X(sd_bus_message_unref) \
+    X(sd_bus_error_free) X(sd_bus_match_signal) X(sd_bus_message_enter_container) \
+    X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_get_property_trivial) \
+    X(sd_bus_get_property_string) X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
+    X(sd_bus_get_name_creds) X(sd_bus_message_get_bus)
+
+#define XIL_DECLARE(name) static __typeof__(name) *p_##name;
+XIL_BUS_FUNCTIONS(XIL_DECLARE)
+
+static sd_bus_vtable screensaver_vtable[];
+
+int xil_bus_load(char *error, size_t size) {
+    static int loaded;
+    if (loaded) return 0;
+    void *lib = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(error, size, "%s", dlerror());
+        return -1;
+    }
+#define XIL_FIND(name)                                                      \
+    p_##name = (__typeof__(name) *)dlsym(lib, #name);                        \
+    if (!p_##name) {                                                        \
+        snprintf(error, size, "libsystemd.so.0 has no %s (too old)", #name); \
+        return -1;                                                          \
+    }
+    XIL_BUS_FUNCTIONS(XIL_FIND)
+    const unsigned *format = dlsym(lib, "sd_bus_object_vtable_format");
+    if (!format) {
+        snprintf(error, size, "libsystemd.so.0 has no sd_bus_object_vtable_format (too old)");
+        return -1;
+    }
+    screensaver_vtable[0].x.start.vtable_format_reference = format;
+    loaded = 1;
+    return 0;
+}
+
+static void say(const struct xil_desktop_callbacks *cb, int level, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+#include <stdarg.h>
+static void say(const struct xil_desktop_callbacks *cb, int level, const char *format, ...) {
+    if (!cb || !cb->log) return;
+    char text[512];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    cb->log(cb->context, level, text);
+}
+
+/* MARK: The connection */
+
+sd_bus *xil_bus_open(int user, int *err) {
+    sd_bus *bus = NULL;
+    int r = user ? p_sd_bus_open_user(&bus) : p_sd_bus_open_system(&bus);
+    if (r < 0) {
+        *err = r;
+        return NULL;
+    }
+    p_sd_bus_set_method_call_timeout(bus, 2 * 1000000ULL);
+    /* sd_bus_open_* connects lazily: make it real now, so "no bus" shows at start. */
+    const char *name = NULL;
+    r = p_sd_bus_get_unique_name(bus, &name);
+    if (r < 0) {
+        p_sd_bus_flush_close_unref(bus);
+        *err = r;
+        return NULL;
+    }
+    *err = 0;
+    return bus;
+}
+
+void xil_bus_close(sd_bus *bus) { if (bus) p_sd_bus_flush_close_unref(bus); }
+int xil_bus_fd(sd_bus *bus) { return p_sd_bus_get_fd(bus); }
+int xil_bus_events(sd_bus *bus) { int e = p_sd_bus_get_events(bus); return e < 0 ? POLLIN : e; }
+
+uint64_t xil_bus_timeout(sd_bus *bus) {
+    uint64_t usec = UINT64_MAX;
+    if (p_sd_bus_get_timeout(bus, &usec) < 0) return UINT64_MAX;
+    return usec;
+}
+
+int xil_bus_process(sd_bus *bus) {
+    for (;;) {
+        int r = p_sd_bus_process(bus, NULL);
+        if (r < 0) return r;
+        if (r == 0) return 0;
+    }
+}
+
+const char *xil_bus_unique_name(sd_bus *bus) {
+    const char *name = NULL;
+    return p_sd_bus_get_unique_name(bus, &name) < 0 ? "?" : name;
+}
+
+/* MARK: org.freedesktop.ScreenSaver */
+
+/* A watch on an inhibitor's caller: when it leaves the bus, the inhibitor ends. */
+struct watch {
+    uint32_t cookie;
+    sd_bus_track *track;
+    const struct xil_desktop_callbacks *cb;
+    struct watch *next;
+};
+static struct watch *watches;
+
+static struct watch *unlink_watch(uint32_t cookie) {
+    for (struct watch **w = &watches; *w; w = &(*w)->next) {
+        if ((*w)->cookie == cookie) {
+            struct watch *found = *w;
+            *w = found->next;
+            return found;
+        }
+    }
+    return NULL;
+}
+
+static int caller_left(sd_bus_track *track, void *userdata) {
+    (void)track;
+    struct watch *w = userdata;
+    uint32_t cookie = w->cookie;
+    const struct xil_desktop_callbacks *cb = w->cb;
+    if (unlink_watch(cookie)) {
+        p_sd_bus_track_unref(w->track);
+        free(w);
+    }
+    cb->caller_gone(cb->context, cookie);
+    return 0;
+}
+
+void xil_screensaver_forget(uint32_t cookie) {
+    struct watch *w = unlink_watch(cookie);
+    if (!w) return;
+    p_sd_bus_track_unref(w->track);
+    free(w);
+}
+
+static uint32_t sender_pid(sd_bus_message *m) {
+    sd_bus_creds *creds = NULL;
+    pid_t pid = 0;
+    if (p_sd_bus_query_sender_creds(m, SD_BUS_CREDS_PID, &creds) >= 0) {
+        p_sd_bus_creds_get_pid(creds, &pid);
+        p_sd_bus_creds_unref(creds);
+    }
+    return (uint32_t)pid;
+}
+
+static int method_inhibit(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    const char *app = "", *reason = "";
+    int r = p_sd_bus_message_read(m, "ss", &app, &reason);
+    if (r < 0) return r;
+    const char *sender = p_sd_bus_message_get_sender(m);
+    uint32_t cookie = cb->inhibit(cb->context, app, reason, sender ? sender : "?", sender_pid(m));
+    if (cookie == 0) return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.AccessDenied", "inhibiting is not allowed here");
+    /* The inhibitor lasts while its caller stays on the bus (a browser that
+     * crashes never calls UnInhibit). */
+    struct watch *w = calloc(1, sizeof *w);
+    if (w) {
+        w->cookie = cookie;
+        w->cb = cb;
+        if (sender && p_sd_bus_track_new(p_sd_bus_message_get_bus(m), &w->track, caller_left, w) >= 0
+            && p_sd_bus_track_add_name(w->track, sender) >= 0) {
+            w->next = watches;
+            watches = w;
+        } else {
+            if (w->track) p_sd_bus_track_unref(w->track);
+            free(w);
+            say(cb, 2, "cannot watch inhibitor %u's caller %s: it lasts until UnInhibit", cookie, sender ? sender : "?");
+        }
+    }
+    return p_sd_bus_reply_method_return(m, "u", cookie);
+}
+
+static int method_uninhibit(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    uint32_t cookie = 0;
+    int r = p_sd_bus_message_read(m, "u", &cookie);
+    if (r < 0) return r;
+    if (cb->uninhibit(cb->context, cookie) != 0)
+        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.InvalidArgs", "no inhibitor with cookie %u", cookie);
+    xil_screensaver_forget(cookie);
+    return p_sd_bus_reply_method_return(m, "");
+}
+
+static int method_simulate(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    cb->simulate_activity(cb->context);
+    return p_sd_bus_reply_method_return(m, "");
+}
+
+static int method_lock(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    char who[96];
+    snprintf(who, sizeof who, "org.freedesktop.ScreenSaver.Lock from pid %u", sender_pid(m));
+    cb->lock(cb->context, who);
+    return p_sd_bus_reply_method_return(m, "");
+}
+
+static int method_get_active(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    return p_sd_bus_reply_method_return(m, "b", cb->get_active(cb->context));
+}
+
+static int method_active_time(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    return p_sd_bus_reply_method_return(m, "u", cb->active_seconds(cb->context));
+}
+
+static int method_idle_time(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    return p_sd_bus_reply_method_return(m, "u", cb->idle_seconds(cb->context));
+}
+
+/* SD_BUS_VTABLE_START would name libsystemd's sd_bus_object_vtable_format at
+ * link time; it is filled in from dlsym once the library is loaded. */
+static sd_bus_vtable screensaver_vtable[] = {
+    {.type = _SD_BUS_VTABLE_START, .flags = 0,
+     .x = {.start = {.element_size = sizeof(sd_bus_vtable), .features = _SD_BUS_VTABLE_PARAM_NAMES}}},
+    SD_BUS_METHOD("Inhibit", "ss", "u", method_inhibit, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("UnInhibit", "u", "", method_uninhibit, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("SimulateUserActivity", "", "", method_simulate, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Lock", "", "", method_lock, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("GetActive", "", "b", method_get_active, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("GetActiveTime", "", "u", method_active_time, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("GetSessionIdleTime", "", "u", method_idle_time, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_SIGNAL("ActiveChanged", "b", 0),
+    SD_BUS_VTABLE_END,
+};
+
+static const char *const screensaver_paths[] = {"/org/freedesktop/ScreenSaver", "/ScreenSaver"};
+
+int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, uint32_t *owner_pid) {
+    *owner_pid = 0;
+    for (size_t i = 0; i < 2; i++) {
+        int r = p_sd_bus_add_object_vtable(bus, NULL, screensaver_paths[i], "org.freedesktop.ScreenSaver",
+                                           screensaver_vtable, (void *)callbacks);
+        if (r < 0) return r;
+    }
+    int r = p_sd_bus_request_name(bus, "org.freedesktop.ScreenSaver", 0);
+    if (r >= 0) return 1;
+    if (r != -EEXIST) return r;
+    sd_bus_creds *creds = NULL;
+    if (p_sd_bus_get_name_creds(bus, "org.freedesktop.ScreenSaver", SD_BUS_CREDS_PID, &creds) >= 0) {
+        pid_t pid = 0;
+        p_sd_bus_creds_get_pid(creds, &pid);
+        p_sd_bus_creds_unref(creds);
+        *owner_pid = (uint32_t)pid;
+    }
+    return 0;
+}
+
+void xil_screensaver_active_changed(sd_bus *bus, int active) {
+    for (size_t i = 0; i < 2; i++)
+        p_sd_bus_emit_signal(bus, screensaver_paths[i], "org.freedesktop.ScreenSaver", "ActiveChanged", "b", active);
+}
+
+/* MARK: logind */
+
+#define LOGIN1 "org.freedesktop.login1"
+#define MANAGER_PATH "/org/freedesktop/login1"
+#define MANAGER LOGIN1 ".Manager"
+#define SESSION LOGIN1 ".Session"
+
+static int read_object_path(sd_bus_message *reply, char *path, size_t size) {
+    const char *p = NULL;
+    int r = p_sd_bus_message_read(reply, "o", &p);
+    if (r < 0) return r;
+    snprintf(path, size, "%s", p);
+    return 0;
+}
+
+int xil_logind_session_path(sd_bus *bus, const char *session_id, char *path, size_t size) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r;
+    if (session_id && *session_id) {
+        r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetSession", &error, &reply, "s", session_id);
+        if (r >= 0) r = read_object_path(reply, path, size);
+    } else {
+        /* A systemd user unit runs outside any session: the user's display session. */
+        char user_path[128];
+        r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetUser", &error, &reply, "u", (uint32_t)getuid());
+        if (r >= 0) r = read_object_path(reply, user_path, sizeof user_path);
+        if (reply) reply = p_sd_bus_message_unref(reply);
+        p_sd_bus_error_free(&error);
+        if (r >= 0) {
+            r = p_sd_bus_call_method(bus, LOGIN1, user_path, "org.freedesktop.DBus.Properties", "Get", &error, &reply,
+                                     "ss", LOGIN1 ".User", "Display");
+        }
+        if (r >= 0) r = p_sd_bus_message_enter_container(reply, 'v', "(so)");
+        if (r >= 0) {
+            const char *id = NULL, *p = NULL;
+            r = p_sd_bus_message_read(reply, "(so)", &id, &p);
+            if (r >= 0 && (!id || !*id)) r = -ENOENT;
+            if (r >= 0) snprintf(path, size, "%s", p);
+        }
+    }
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : 0;
+}
+
+static int on_prepare_for_sleep(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    int starting = 0;
+    if (p_sd_bus_message_read(m, "b", &starting) >= 0) cb->prepare_for_sleep(cb->context, starting);
+    return 0;
+}
+
+static int on_session_lock(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)m; (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    cb->session_lock(cb->context, 1);
+    return 0;
+}
+
+static int on_session_unlock(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)m; (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    cb->session_lock(cb->context, 0);
+    return 0;
+}
+
+/* PropertiesChanged(s interface, a{sv} changed, as invalidated): finds `name`
+ * among the changed values (a boolean or a string), or in the invalidated list. */
+struct property_seen {
+    const char *name;
+    char type;          /* 'b' or 's' */
+    int found;          /* 1: value read; 2: invalidated (read it again) */
+    int boolean;
+    char string[256];
+};
+
+static int find_property(sd_bus_message *m, struct property_seen *seen) {
+    const char *interface = NULL;
+    int r = p_sd_bus_message_read(m, "s", &interface);
+    if (r < 0) return r;
+    r = p_sd_bus_message_enter_container(m, 'a', "{sv}");
+    if (r < 0) return r;
+    while ((r = p_sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+        const char *key = NULL;
+        r = p_sd_bus_message_read(m, "s", &key);
+        if (r < 0) return r;
+        if (strcmp(key, seen->name) == 0) {
+            char signature[2] = {seen->type, 0};
+            r = p_sd_bus_message_enter_container(m, 'v', signature);
+            if (r < 0) return r;
+            if (seen->type == 'b') {
+                r = p_sd_bus_message_read(m, "b", &seen->boolean);
+            } else {
+                const char *text = NULL;
+                r = p_sd_bus_message_read(m, "s", &text);
+                if (r >= 0) snprintf(seen->string, sizeof seen->string, "%s", text ? text : "");
+            }
+            if (r < 0) return r;
+            seen->found = 1;
+            r = p_sd_bus_message_exit_container(m);
+        } else {
+            r = p_sd_bus_message_skip(m, "v");
+        }
+        if (r < 0) return r;
+        r = p_sd_bus_message_exit_container(m);
+        if (r < 0) return r;
+    }
+    if (r < 0) return r;
+    r = p_sd_bus_message_exit_container(m);
+    if (r < 0) return r;
+    r = p_sd_bus_message_enter_container(m, 'a', "s");
+    if (r < 0) return r;
+    const char *invalidated = NULL;
+    while ((r = p_sd_bus_message_read(m, "s", &invalidated)) > 0) {
+        if (!seen->found && strcmp(invalidated, seen->name) == 0) seen->found = 2;
+    }
+    return r < 0 ? r : 0;
+}
+
+static const char *session_watched;
+
+static int on_session_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    struct property_seen seen = {.name = "Active", .type = 'b'};
+    if (find_property(m, &seen) < 0 || !seen.found) return 0;
+    if (seen.found == 2) {
+        int active = xil_logind_session_active(p_sd_bus_message_get_bus(m), session_watched);
+        if (active < 0) return 0;
+        seen.boolean = active;
+    }
+    cb->session_active(cb->context, seen.boolean);
+    return 0;
+}
+
+static int on_manager_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    struct property_seen seen = {.name = "BlockInhibited", .type = 's'};
+    if (find_property(m, &seen) < 0 || !seen.found) return 0;
+    if (seen.found == 2) {
+        char *value = NULL;
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        if (p_sd_bus_get_property_string(p_sd_bus_message_get_bus(m), LOGIN1, MANAGER_PATH, MANAGER, "BlockInhibited", &e, &value) < 0) {
+            p_sd_bus_error_free(&e);
+            return 0;
+        }
+        snprintf(seen.string, sizeof seen.string, "%s", value);
+        free(value);
+    }
+    cb->block_inhibited(cb->context, seen.string);
+    return 0;
+}
+
+int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb, const char *session_path) {
+    void *ud = (void *)cb;
+    int r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "PrepareForSleep", on_prepare_for_sleep, ud);
+    if (r < 0) return r;
+    r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                              on_manager_properties, ud);
+    if (r < 0) return r;
+    if (!session_path) return 0;
+    session_watched = strdup(session_path);
+    r = p_sd_bus_match_signal(bus, NULL, LOGIN1, session_path, SESSION, "Lock", on_session_lock, ud);
+    if (r >= 0) r = p_sd_bus_match_signal(bus, NULL, LOGIN1, session_path, SESSION, "Unlock", on_session_unlock, ud);
+    if (r >= 0) r = p_sd_bus_match_signal(bus, NULL, LOGIN1, session_path, "org.freedesktop.DBus.Properties",
+                                          "PropertiesChanged", on_session_properties, ud);
+    return r < 0 ? r : 0;
+}
+
+int xil_logind_sleep_delay(sd_bus *bus, const char *who, const char *why) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "Inhibit", &error, &reply, "ssss",
+                                 "sleep", who, why, "delay");
+    int fd = -1;
+    if (r >= 0) r = p_sd_bus_message_read(reply, "h", &fd);
+    /* The message owns its descriptor: keep a copy of our own, never inherited. */
+    if (r >= 0) {
+        fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0) r = -errno;
+    }
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : fd;
+}
+
+uint64_t xil_logind_delay_max_usec(sd_bus *bus) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    uint64_t usec = 0;
+    int r = p_sd_bus_get_property_trivial(bus, LOGIN1, MANAGER_PATH, MANAGER, "InhibitDelayMaxUSec", &error, 't', &usec);
+    p_sd_bus_error_free(&error);
+    return r < 0 || usec == 0 ? 5 * 1000000ULL : usec;
+}
+
+static int hint_answered(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    if (p_sd_bus_message_is_method_error(m, NULL)) {
+        const sd_bus_error *e = p_sd_bus_message_get_error(m);
+        say(cb, 1, "logind refused a session hint: %s", e && e->message ? e->message : "?");
+    }
+    return 0;
+}
+
+int xil_logind_session_hint(sd_bus *bus, const struct xil_desktop_callbacks *cb, const char *session_path,
+                            const char *method, int value) {
+    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, session_path, SESSION, method, hint_answered, (void *)cb, "b", value);
+}
+
+int xil_logind_session_active(sd_bus *bus, const char *session_path) {
+    if (!session_path) return -ENOENT;
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    int active = 1;
+    int r = p_sd_bus_get_property_trivial(bus, LOGIN1, session_path, SESSION, "Active", &error, 'b', &active);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : active;
+}
+
+int xil_logind_idle_inhibitors(sd_bus *bus, void (*each)(void *, const char *, const char *, uint32_t, uint32_t), void *context) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int count = 0;
+    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "ListInhibitors", &error, &reply, "");
+    if (r >= 0) r = p_sd_bus_message_enter_container(reply, 'a', "(ssssuu)");
+    while (r >= 0) {
+        const char *what = NULL, *who = NULL, *why = NULL, *mode = NULL;
+        uint32_t uid = 0, pid = 0;
+        r = p_sd_bus_message_read(reply, "(ssssuu)", &what, &who, &why, &mode, &uid, &pid);
+        if (r <= 0) break;
+        /* `what` is a colon-separated list: "idle", "sleep:idle". */
+        char list[256];
+        snprintf(list, sizeof list, ":%s:", what);
+        if (strstr(list, ":idle:") && strcmp(mode, "block") == 0) {
+            each(context, who, why, uid, pid);
+            count++;
+        }
+    }
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : count;
+}

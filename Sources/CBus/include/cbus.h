@@ -1,0 +1,76 @@
+#ifndef XIDLELOCK_CBUS_H
+#define XIDLELOCK_CBUS_H
+/* D-Bus through sd-bus (libsystemd), loaded at run time with dlopen: the binary
+ * does not link libsystemd, so `xidlelock idle` never maps it and the agent runs
+ * (without the desktop's buses) where it is missing. All message parsing is
+ * here; the Swift side gets plain values through callbacks. */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sd_bus sd_bus;
+
+/* What the buses tell the agent. Every callback gets `context`. */
+struct xil_desktop_callbacks {
+    void *context;
+    /* org.freedesktop.ScreenSaver */
+    uint32_t (*inhibit)(void *context, const char *app, const char *reason, const char *sender, uint32_t pid);
+    int (*uninhibit)(void *context, uint32_t cookie);          /* 0, or -1 for an unknown cookie */
+    void (*caller_gone)(void *context, uint32_t cookie);      /* an inhibitor's caller left the bus */
+    void (*simulate_activity)(void *context);
+    void (*lock)(void *context, const char *who);
+    int (*get_active)(void *context);
+    uint32_t (*active_seconds)(void *context);
+    uint32_t (*idle_seconds)(void *context);
+    /* logind */
+    void (*prepare_for_sleep)(void *context, int starting);
+    void (*session_lock)(void *context, int lock);             /* Lock = 1, Unlock = 0 */
+    void (*session_active)(void *context, int active);
+    void (*block_inhibited)(void *context, const char *what);
+    void (*log)(void *context, int level, const char *message); /* 0 debug .. 3 error */
+};
+
+/* Loads libsystemd.so.0. 0, or -1 with a reason in `error`. */
+int xil_bus_load(char *error, size_t size);
+
+/* The session (user != 0) or system bus; NULL and -errno in *err. Method calls
+ * made here time out after 2 s so that a hung peer never stalls the agent long. */
+sd_bus *xil_bus_open(int user, int *err);
+void xil_bus_close(sd_bus *bus);
+int xil_bus_fd(sd_bus *bus);
+/* poll events the bus wants now (POLLIN, POLLOUT). */
+int xil_bus_events(sd_bus *bus);
+/* Absolute CLOCK_MONOTONIC µs by which to call xil_bus_process, UINT64_MAX for none. */
+uint64_t xil_bus_timeout(sd_bus *bus);
+/* Processes everything pending. 0, or -errno when the connection is lost. */
+int xil_bus_process(sd_bus *bus);
+/* The bus's unique name, for logs. */
+const char *xil_bus_unique_name(sd_bus *bus);
+
+/* Serves org.freedesktop.ScreenSaver at /org/freedesktop/ScreenSaver and
+ * /ScreenSaver. 1: the name is ours; 0: another program owns it (its pid, or 0,
+ * in *owner_pid); <0: -errno. `callbacks` must outlive the bus. */
+int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, uint32_t *owner_pid);
+/* Forgets the caller watch of an inhibitor (after UnInhibit from Swift's side). */
+void xil_screensaver_forget(uint32_t cookie);
+/* Emits ActiveChanged(b) on both paths. */
+void xil_screensaver_active_changed(sd_bus *bus, int active);
+
+/* logind, on the system bus. The session's object path for XDG_SESSION_ID (or,
+ * with id NULL, the user's display session); 0 or -errno. */
+int xil_logind_session_path(sd_bus *bus, const char *session_id, char *path, size_t size);
+/* Watches PrepareForSleep, the session's Lock/Unlock and Active, and the
+ * manager's BlockInhibited. `session_path` may be NULL. 0 or -errno. */
+int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, const char *session_path);
+/* Takes a sleep delay inhibitor: its fd (close-on-exec), or -errno. */
+int xil_logind_sleep_delay(sd_bus *bus, const char *who, const char *why);
+/* InhibitDelayMaxUSec, or 5 s if it cannot be read. */
+uint64_t xil_logind_delay_max_usec(sd_bus *bus);
+/* Calls Session.<method>(b) without waiting for the answer (SetLockedHint, SetIdleHint). */
+int xil_logind_session_hint(sd_bus *bus, const struct xil_desktop_callbacks *callbacks,
+                            const char *session_path, const char *method, int value);
+/* The session's Active property: 1, 0, or -errno. */
+int xil_logind_session_active(sd_bus *bus, const char *session_path);
+/* The idle inhibitors in block mode: `each` is called for every one. Their count, or -errno. */
+int xil_logind_idle_inhibitors(sd_bus *bus, void (*each)(void *context, const char *who, const char *why,
+                                                         uint32_t uid, uint32_t pid), void *context);
+#endif

@@ -1,0 +1,94 @@
+/// What the desktop tells the machine: lock requests, sleep and resume, the
+/// session in front; and what the machine tells logind back (its hints).
+extension IdleMachine {
+    /// A lock asked for now: by `xidlelock lock` (`from` empty), logind, a D-Bus client
+    /// or the X server's own saver.
+    mutating func lockRequest(from: String, _ now: Instant, _ out: inout [Action]) {
+        let by = from.isEmpty ? "" : " by \(from)"
+        switch locker {
+        case .unlocked:
+            lockRequested = true
+            if !from.isEmpty { out.append(.log(.info, "lock requested\(by)")) }
+            startLocker(now, &out)
+        case .retrying:
+            // Asked now: do not wait out the backoff.
+            lockRequested = true
+            out.append(.log(.info, "lock requested\(by) while the locker is failing: trying again now"))
+            supervisor.retryNow(at: now.boottime)
+        case .running:
+            out.append(.log(.info, "lock requested\(by); the locker already runs"))
+        }
+    }
+
+    /// Lock before the system sleeps, and let it sleep only once the screen is
+    /// covered, or when logind's delay is about to run out (then loudly).
+    mutating func prepareForSleep(delayLimit: Millis, _ now: Instant, _ out: inout [Action]) {
+        if let hook = config.beforeSleep {
+            out.append(.run(.beforeSleep, command: hook, environment: environment("before-sleep", nil, now)))
+        }
+        guard config.lockBeforeSleep else {
+            out.append(.log(.info, "the system is going to sleep (not locking first: --no-lock-before-sleep)"))
+            letSleep(covered: supervisor.covers, now, &out)
+            return
+        }
+        if supervisor.covers {
+            out.append(.log(.info, "the system is going to sleep; the screen is locked"))
+            letSleep(covered: true, now, &out)
+            return
+        }
+        out.append(.log(.info, "the system is going to sleep: locking first"))
+        sleepDelayUntil = now.boottime + delayLimit
+        if locker == .unlocked {
+            lockRequested = true
+            startLocker(now, &out)
+        } else {
+            supervisor.retryNow(at: now.boottime)
+        }
+    }
+
+    /// The delay ran out before the locker covered the screen.
+    mutating func sleepDelayCheck(_ now: Instant, _ out: inout [Action]) {
+        guard let until = sleepDelayUntil, now.boottime >= until else { return }
+        out.append(.log(.error, "the locker did not cover the screen before the system had to sleep: the screen may NOT be locked on resume"))
+        letSleep(covered: false, now, &out)
+    }
+
+    mutating func letSleep(covered: Bool, _ now: Instant, _ out: inout [Action]) {
+        sleepDelayUntil = nil
+        out.append(.announce(.sleeping(covered: covered)))
+        out.append(.releaseSleepDelay)
+    }
+
+    mutating func resumedFromSleep(_ now: Instant, _ out: inout [Action]) {
+        sleepDelayUntil = nil
+        out.append(.announce(.resumed))
+        if let hook = config.afterResume {
+            out.append(.run(.afterResume, command: hook, environment: environment("after-resume", nil, now)))
+        }
+    }
+
+    /// While another session is in front no stage fires; when ours is back, the idle
+    /// period restarts (the user just switched to it).
+    mutating func sessionActive(_ active: Bool, _ now: Instant, _ out: inout [Action]) {
+        guard active == sessionInactive else { return }
+        sessionInactive = !active
+        if active {
+            out.append(.log(.info, "the session is active again: the idle time restarts"))
+            activity(at: now, now, &out)
+        } else {
+            out.append(.log(.info, "another session is in front: no stage fires until this one is active"))
+        }
+    }
+
+    mutating func tellLockedHint(_ locked: Bool, _ out: inout [Action]) {
+        guard locked != lockedHint else { return }
+        lockedHint = locked
+        out.append(.setLockedHint(locked))
+    }
+
+    mutating func tellIdleHint(_ idle: Bool, _ out: inout [Action]) {
+        guard idle != idleHint else { return }
+        idleHint = idle
+        out.append(.setIdleHint(idle))
+    }
+}
