@@ -17,6 +17,12 @@ public final class Agent {
     var desktop: DesktopServices?
     /// The locker knows logind's sleep delay protocol (XSS_SLEEP_LOCK_FD).
     var transferSleepLock = false
+    /// The X server's keep-awake signals, followed at every wake-up; nil when only
+    /// real input counts (--ignore-screensaver-reset).
+    var keepAwake: XKeepAwake?
+    private var xHolds: [XKeepAwake.Hold: Int] = [:]
+    /// The server's saver timeout before the agent changed it, restored at exit.
+    var saverTimeoutToRestore: Millis?
     private let adopted: (pid: pid_t, pidfd: Int32)?
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
@@ -37,6 +43,7 @@ public final class Agent {
         let record = try LockerRecord(path: path + ".locker", serverToken: x.serverToken())
         let agent = try Agent(config: options.config(locker: locker), x: x, control: control,
                               record: record, secure: options.secure)
+        if !options.ignoreScreensaverReset { agent.followKeepAwakeSignals(lockAfter: options.lockAfter) }
         // Early, before any browser starts: Firefox picks its inhibit backend once.
         let desktop = DesktopServices(agent: agent, settings: DesktopServices.Settings(
             serveScreenSaver: options.screenSaverService, useLogind: options.logind,
@@ -77,7 +84,14 @@ public final class Agent {
     /// Every source of the agent, in the order they prepare before each wait.
     private func makeSources() throws(SystemError) {
         loop.add(XInputSource(x, wantsInput: { [unowned self] in machine.listensForInput },
-                              onInput: { [unowned self] in perform(.input) }))
+                              onInput: { [unowned self] in perform(.input) },
+                              onSaverOn: { [unowned self] in saverTurnedOn() }))
+        // The end of an X keep-awake hold is not announced: look again now and then
+        // while one holds (never otherwise). Any period below the lock time keeps the
+        // lock exact: the counter tells when the hold ended.
+        let lockAfter = machine.config.lockStage?.idleTime ?? .minutes(10)
+        let period = Swift.min(Swift.max(Millis(lockAfter.value / 2), .ms(100)), .seconds(30))
+        loop.add(PeriodicCheck(every: period, while: { [unowned self] in !xHolds.isEmpty }) { [unowned self] in wake() })
         var signals = [SIGTERM, SIGCHLD]
         for stop in [SIGINT, SIGHUP] where !SignalSource.isIgnored(stop) { signals.append(stop) }
         loop.add(try SignalSource(signals) { [unowned self] signal in received(signal) })
@@ -101,14 +115,62 @@ public final class Agent {
         loop.add(try DeadlineTimer(nextDeadline: { [unowned self] in machine.nextDeadline }) { [unowned self] in wake() })
     }
 
-    /// A wake-up that reads the server's idle counter. The clock is read before the
+    /// A wake-up that reads the server's idle counter (and its saver's state, for the
+    /// keep-awake signals, in the same round trip). The clock is read before the
     /// query and the counter corrected by the query's own time, so that rounding
     /// never makes server activity look newer than it is (no activity without input).
     func wake() {
         let before = SystemClock.now()
-        let idle = x.idleTime()
+        let reading = x.saverReading()
         let after = SystemClock.now()
-        perform(.wake(serverIdle: idle.map { $0 + (after.monotonic - before.monotonic) }))
+        if let reading { followKeepAwake(reading) }
+        perform(.wake(serverIdle: reading.map { $0.idle + (after.monotonic - before.monotonic) }))
+    }
+
+    /// Starts following the X server's keep-awake signals. So that a client's
+    /// XScreenSaverSuspend shows by the lock time, a server saver timeout longer than
+    /// the lock time is lowered to it while the agent runs (restored at exit).
+    func followKeepAwakeSignals(lockAfter: Millis) {
+        let settings = x.saverSettings()
+        if let lowered = XKeepAwake.timeoutToSet(server: settings.timeout, lockAfter: lockAfter) {
+            x.setSaverTimeout(lowered)
+            saverTimeoutToRestore = settings.timeout
+            Log.write(.info, "set the X screensaver timeout to \(lowered) (it was \(settings.timeout)) while the agent runs, so that a video player's XScreenSaverSuspend shows by the lock time; restored at exit")
+        }
+        guard let reading = x.saverReading() else { return }
+        keepAwake = XKeepAwake(atStart: reading)
+        if keepAwake?.offAtStart == true {
+            Log.write(.info, "the X screensaver is off (xset s off) since before the agent started: that is your setting, not a hold; a client's XScreenSaverSuspend cannot be seen")
+        }
+        x.watchSaver()
+    }
+
+    /// Turns the keep-awake signals of a reading into inhibitors (source x).
+    private func followKeepAwake(_ reading: ScreenSaverReading) {
+        guard var keepAwake else { return }
+        let changes = keepAwake.update(reading)
+        self.keepAwake = keepAwake
+        for change in changes {
+            switch change {
+            case .began(let hold):
+                if secure {
+                    Log.write(.warning, "not honoured (--secure): \(hold.rawValue)")
+                    continue
+                }
+                let id = nextInhibitorID
+                nextInhibitorID += 1
+                xHolds[hold] = id
+                perform(.inhibit(Inhibitor(id: id, who: "the X server", why: hold.rawValue, until: nil, source: .x)))
+            case .ended(let hold):
+                if let id = xHolds.removeValue(forKey: hold) { perform(.uninhibit(id: id)) }
+            }
+        }
+    }
+
+    /// The server's own saver turned on: `xset s activate` asks for a lock now.
+    private func saverTurnedOn() {
+        guard keepAwake != nil, let reading = x.saverReading(), XKeepAwake.isForcedActivation(reading) else { return }
+        perform(.lockRequest(from: "the X server's screensaver (xset s activate)"))
     }
 
     private func received(_ signal: Int32) {
@@ -123,6 +185,7 @@ public final class Agent {
     /// Stops politely: resume commands run, the locker is left alone.
     func stop() -> Never {
         perform(.stop)
+        if let timeout = saverTimeoutToRestore { x.setSaverTimeout(timeout) }
         if let pid = children.lockerPid {
             Log.write(.info, "the locker (pid \(pid)) keeps running")
         }

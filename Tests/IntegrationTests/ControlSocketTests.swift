@@ -353,10 +353,20 @@ let holdingLocker = Script.grabbingLocker()
             _ = try await s.startControlledAgent(["--lock-after", "1h", "--locker", "true"])
             chmod(s.directory.path, 0o777)
             chmod(s.socket, 0o777)
+            // Our client checks whose the socket is before it sends anything.
             let result = try await s.run("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups",
                                                      agentBinary, "disable", "--socket", s.socket])
-            #expect(result.exit == .exited(1), "\(result.stderr)")
-            #expect(result.stderr.contains("only the agent's own user"), "\(result.stderr)")
+            #expect(result.exit == .exited(69), "\(result.stderr)")
+            #expect(result.stderr.contains("it is served by uid 0"), "\(result.stderr)")
+            // A raw client that does not check is refused by the agent.
+            let raw = """
+                import socket, sys
+                c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+                c.sendall(b'{"v":1,"cmd":"disable"}\\n'); print(c.makefile().readline().strip())
+                """
+            let rawResult = try await s.run("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                                        "/usr/bin/python3", "-c", raw, s.socket])
+            #expect(rawResult.stdout.contains("only the agent's own user"), "\(rawResult.stdout)\(rawResult.stderr)")
             #expect(try await s.status()["state"] as? String == "active", "the other user's disable took effect")
         }
     }

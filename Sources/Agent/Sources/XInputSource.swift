@@ -7,11 +7,15 @@ final class XInputSource: EventSource {
     /// Whether the state machine wants raw input now (it pauses after input).
     private let wantsInput: () -> Bool
     private let onInput: () -> Void
+    /// The server's own saver turned on.
+    private let onSaverOn: () -> Void
 
-    init(_ x: XServer, wantsInput: @escaping () -> Bool, onInput: @escaping () -> Void) {
+    init(_ x: XServer, wantsInput: @escaping () -> Bool, onInput: @escaping () -> Void,
+         onSaverOn: @escaping () -> Void = {}) {
         self.x = x
         self.wantsInput = wantsInput
         self.onInput = onInput
+        self.onSaverOn = onSaverOn
     }
 
     var pollInterest: (fd: Int32, events: PollEvents)? { (x.fileDescriptor, .readable) }
@@ -24,7 +28,9 @@ final class XInputSource: EventSource {
     private func drain() {
         while true {
             x.listen(wantsInput())
-            guard x.drainInput() > 0 else { return }
+            let drained = x.drainInput()
+            if drained.saverOn { onSaverOn() }
+            guard drained.input > 0 else { return }
             onInput()
         }
     }

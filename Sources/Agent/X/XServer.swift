@@ -11,6 +11,8 @@ final class XServer {
     private let xinputOpcode: Int32
     private let supportsTouch: Bool
     private let info: UnsafeMutablePointer<XScreenSaverInfo>
+    /// The MIT-SCREEN-SAVER extension's first event number (ScreenSaverNotify).
+    private let saverEventBase: Int32
     /// Whether raw input is selected now.
     private(set) var listening = false
 
@@ -25,7 +27,8 @@ final class XServer {
         }
         var eventBase: Int32 = 0
         var errorBase: Int32 = 0
-        guard XScreenSaverQueryExtension(display, &eventBase, &errorBase) != 0,
+        var saverEventBase: Int32 = 0
+        guard XScreenSaverQueryExtension(display, &saverEventBase, &errorBase) != 0,
               let info = XScreenSaverAllocInfo()
         else {
             XCloseDisplay(display)
@@ -47,6 +50,7 @@ final class XServer {
         self.xinputOpcode = opcode
         self.supportsTouch = major > 2 || minor >= 2
         self.info = info
+        self.saverEventBase = saverEventBase
         // The hooks and the locker must not inherit the X connection.
         _ = fcntl(XConnectionNumber(display), F_SETFD, FD_CLOEXEC)
     }
@@ -136,16 +140,61 @@ final class XServer {
         return token
     }
 
+    /// The screensaver as the server sees it, with the idle counter: one round trip.
+    func saverReading() -> ScreenSaverReading? {
+        guard XScreenSaverQueryInfo(display, root, info) != 0 else { return nil }
+        let state: ScreenSaverReading.State = switch info.pointee.state {
+        case 1: .on       // ScreenSaverOn
+        case 3: .disabled  // ScreenSaverDisabled
+        default: .off
+        }
+        return ScreenSaverReading(state: state, idle: Millis(Int64(clamping: info.pointee.idle)),
+                                  tilOrSince: Millis(Int64(clamping: info.pointee.til_or_since)),
+                                  timeout: saverSettings().timeout)
+    }
+
+    /// The server's saver settings (XGetScreenSaver); the timeout in ms.
+    func saverSettings() -> (timeout: Millis, interval: Int32, preferBlanking: Int32, allowExposures: Int32) {
+        var timeout: Int32 = 0
+        var interval: Int32 = 0
+        var prefer: Int32 = 0
+        var allow: Int32 = 0
+        XGetScreenSaver(display, &timeout, &interval, &prefer, &allow)
+        return (.seconds(Int64(timeout)), interval, prefer, allow)
+    }
+
+    /// Sets the saver timeout, keeping the other settings.
+    func setSaverTimeout(_ timeout: Millis) {
+        let current = saverSettings()
+        XSetScreenSaver(display, Int32(clamping: timeout.value / 1000), current.interval, current.preferBlanking, current.allowExposures)
+        XFlush(display)
+    }
+
+    /// Asks for ScreenSaverNotify events: the server's saver turning on (`xset s activate`).
+    func watchSaver() {
+        XScreenSaverSelectInput(display, root, UInt(1))  // ScreenSaverNotifyMask
+        XFlush(display)
+    }
+
     /// Reads every event Xlib has or can read without blocking; returns how many
     /// were raw input. The cookie data is never fetched: the agent only needs to
     /// know that input happened, and Xlib frees unclaimed cookies itself.
-    func drainInput() -> Int {
+    func drainInput() -> (input: Int, saverOn: Bool) {
         var count = 0
+        var saverOn = false
         var event = XEvent()
         while XPending(display) > 0 {
             XNextEvent(display, &event)
-            if event.type == GenericEvent && event.xcookie.extension == xinputOpcode { count += 1 }
+            if event.type == GenericEvent && event.xcookie.extension == xinputOpcode {
+                count += 1
+            } else if event.type == saverEventBase {  // + ScreenSaverNotify (0)
+                let notify = withUnsafePointer(to: &event) {
+                    $0.withMemoryRebound(to: XScreenSaverNotifyEvent.self, capacity: 1) { $0.pointee }
+                }
+                if notify.state == 1 { saverOn = true }  // ScreenSaverOn
+            }
         }
-        return count
+        return (count, saverOn)
     }
+
 }
