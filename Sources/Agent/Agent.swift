@@ -123,8 +123,15 @@ public final class Agent {
         let before = SystemClock.now()
         let reading = x.saverReading()
         let after = SystemClock.now()
-        if let reading { followKeepAwake(reading) }
+        let changes = reading.map { keepAwakeChanges($0) } ?? []
+        // A hold that begins goes in before the wake (the stage it holds must not fire
+        // now); one that ends, after it, once the wake has seen the counter the end
+        // reset (the video's end is activity: the lock comes a lock time later).
+        for case .began(let hold) in changes { holdBegan(hold) }
         perform(.wake(serverIdle: reading.map { $0.idle + (after.monotonic - before.monotonic) }))
+        for case .ended(let hold) in changes {
+            if let id = xHolds.removeValue(forKey: hold) { perform(.uninhibit(id: id)) }
+        }
     }
 
     /// Starts following the X server's keep-awake signals. So that a client's
@@ -145,26 +152,23 @@ public final class Agent {
         x.watchSaver()
     }
 
-    /// Turns the keep-awake signals of a reading into inhibitors (source x).
-    private func followKeepAwake(_ reading: ScreenSaverReading) {
-        guard var keepAwake else { return }
+    /// What a reading changes in the X keep-awake holds.
+    private func keepAwakeChanges(_ reading: ScreenSaverReading) -> [XKeepAwake.Change] {
+        guard var keepAwake else { return [] }
         let changes = keepAwake.update(reading)
         self.keepAwake = keepAwake
-        for change in changes {
-            switch change {
-            case .began(let hold):
-                if secure {
-                    Log.write(.warning, "not honoured (--secure): \(hold.rawValue)")
-                    continue
-                }
-                let id = nextInhibitorID
-                nextInhibitorID += 1
-                xHolds[hold] = id
-                perform(.inhibit(Inhibitor(id: id, who: "the X server", why: hold.rawValue, until: nil, source: .x)))
-            case .ended(let hold):
-                if let id = xHolds.removeValue(forKey: hold) { perform(.uninhibit(id: id)) }
-            }
+        return changes
+    }
+
+    private func holdBegan(_ hold: XKeepAwake.Hold) {
+        if secure {
+            Log.write(.warning, "not honoured (--secure): \(hold.rawValue)")
+            return
         }
+        let id = nextInhibitorID
+        nextInhibitorID += 1
+        xHolds[hold] = id
+        perform(.inhibit(Inhibitor(id: id, who: "the X server", why: hold.rawValue, until: nil, source: .x)))
     }
 
     /// The server's own saver turned on: `xset s activate` asks for a lock now.

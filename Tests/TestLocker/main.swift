@@ -5,8 +5,9 @@ import Glibc
 // it grabs the keyboard as i3lock does (retrying for up to 3 s, else exit 1),
 // appends its pid to a file once it holds the grab, and exits when a file
 // appears. Usage:
-//   TestLocker [--pids FILE] [--unlock FILE] [--exit STATUS] [--hold MS] [--no-grab]
+//   TestLocker [--pids FILE] [--unlock FILE] [--exit STATUS] [--hold MS] [--no-grab] [--suspend-saver]
 // --hold: never exit before this long after the start (a person typing a password).
+// --suspend-saver: no grab; XScreenSaverSuspend instead, as mpv and SDL games do.
 
 func say(_ text: String) { _ = text.withCString { write(2, $0, strlen($0)) } }
 
@@ -15,6 +16,7 @@ var unlockFile = "unlock"
 var exitStatus: Int32 = 0
 var holdMs = 0
 var grab = true
+var suspendSaver = false
 var args = CommandLine.arguments.dropFirst()
 while let flag = args.popFirst() {
     switch flag {
@@ -23,6 +25,9 @@ while let flag = args.popFirst() {
     case "--exit": exitStatus = Int32(args.popFirst() ?? "") ?? 0
     case "--hold": holdMs = Int(args.popFirst() ?? "") ?? 0
     case "--no-grab": grab = false
+    case "--suspend-saver":
+        grab = false
+        suspendSaver = true
     default:
         say("TestLocker: unknown argument \(flag)\n")
         exit(64)
@@ -54,6 +59,10 @@ if grab {
         say("TestLocker: cannot grab the keyboard\n")
         exit(1)
     }
+    XSync(display, 0)
+}
+if suspendSaver {
+    XScreenSaverSuspend(display, 1)
     XSync(display, 0)
 }
 let line = "\(getpid())\n"

@@ -73,6 +73,14 @@ final class Sandbox {
                              stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
     }
 
+    /// Starts a program in the background (output to files); it records its own pid in a
+    /// `*.pid(s)` file for clean-up, or the test waits for its end.
+    func spawn(_ program: String, _ arguments: [String]) throws -> Process {
+        commands += 1
+        let out = directory.appending(path: "command-\(commands).out")
+        return try startProcess(program, arguments, environment: environment, in: directory, stdout: out, stderr: out)
+    }
+
     /// Runs an X tool (xdotool, xset, xprintidle) against this test's display; it must
     /// succeed. Returns its output, trimmed.
     @discardableResult

@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+
+/// The X server's keep-awake signals hold the lock off, on a real Xvfb: `xset s off`
+/// while the agent runs (what `xdg-screensaver suspend` does on a bare window
+/// manager), a client's XScreenSaverSuspend (mpv, SDL games), and `xset s activate`
+/// locks now.
+@Suite struct KeepAwakeTests {
+    @Test("xset s off while the agent runs holds the lock off; xset s on lets it come")
+    func saverOff() async throws {
+        try await Sandbox.with { s in
+            try await s.x("xset", "s", "600")
+            let agent = try s.startAgent(["--lock-after", "3s", "--locker", "echo $$ >> lockers.pids; exec sleep 60", "--verbose"])
+            try await agent.waitForLog(containing: "started")
+            try await s.x("xset", "s", "off")
+            try await agent.waitForLog(containing: "inhibited by the X server")
+            try await s.waitUntil("the server idle to pass 5 s", every: .milliseconds(200)) { try await s.serverIdle() >= 5000 }
+            #expect(!s.exists("lockers.pids"), "locked while the saver was off\n\(agent.log)")
+            try await s.x("xset", "s", "600")
+            _ = try await s.waitForLines("lockers.pids")
+            #expect(agent.log.contains("inhibitor of the X server ended"), "\(agent.log)")
+        }
+    }
+
+    @Test("a saver already off when the agent starts is the user's setting: the lock comes on time")
+    func saverOffAtStart() async throws {
+        try await Sandbox.with { s in
+            try await s.x("xset", "s", "off")
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "2s", "--locker", Script.locker])
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            await expectLockOnTime(idleAtLock: idle, lockAfter: 2000)
+            #expect(agent.log.contains("that is your setting"), "\(agent.log)")
+        }
+    }
+
+    @Test("a client's XScreenSaverSuspend holds the lock off; when it ends the lock comes a lock time later")
+    func clientSuspension() async throws {
+        try await Sandbox.with { s in
+            let agent = try s.startAgent(["--lock-after", "4s", "--locker", "echo $$ >> lockers.pids; exec sleep 60"])
+            try await agent.waitForLog(containing: "set the X screensaver timeout to 2s")
+            // As mpv: suspends the saver while the video plays; `video-ended` stops it.
+            _ = try s.spawn(testLockerBinary, ["--suspend-saver", "--pids", "player.pid", "--unlock", "video-ended"])
+            _ = try await s.waitForLines("player.pid")
+            try await agent.waitForLog(containing: "an X client suspended the screensaver")
+            try await s.waitUntil("the server idle to pass 6 s", every: .milliseconds(200)) { try await s.serverIdle() >= 6000 }
+            #expect(!s.exists("lockers.pids"), "locked during the video\n\(agent.log)")
+            s.touch("video-ended")
+            let ended = ContinuousClock.now
+            _ = try await s.waitForLines("lockers.pids")
+            let after = (ContinuousClock.now - ended).milliseconds
+            #expect(after >= 3500 && after <= 4000 + latestLock, "lock \(after) ms after the video ended\n\(agent.log)")
+        }
+    }
+
+    @Test("without a client's suspension the lowered saver timeout changes nothing: the lock comes on time; the timeout is restored at exit")
+    func loweredTimeoutRestored() async throws {
+        try await Sandbox.with { s in
+            try await s.x("xset", "s", "600")
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "3s", "--locker", Script.locker])
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            await expectLockOnTime(idleAtLock: idle, lockAfter: 3000)
+            agent.terminate()
+            _ = try await agent.waitForExit()
+            let q = try await s.x("xset", "q")
+            #expect(q.contains("timeout:  600"), "\(q)")
+        }
+    }
+
+    @Test("xset s activate locks now")
+    func activateLocks() async throws {
+        try await Sandbox.with { s in
+            try await s.x("xset", "s", "600")
+            let agent = try s.startAgent(["--lock-after", "1h", "--locker", "echo $$ >> lockers.pids; exec sleep 60"])
+            try await agent.waitForLog(containing: "started")
+            try await s.x("xset", "s", "activate")
+            _ = try await s.waitForLines("lockers.pids")
+            #expect(agent.log.contains("xset s activate"), "\(agent.log)")
+        }
+    }
+
+    @Test("with --ignore-screensaver-reset only real input counts: xset s off holds nothing")
+    func onlyRealInput() async throws {
+        try await Sandbox.with { s in
+            try await s.x("xset", "s", "600")
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "3s", "--locker", Script.locker, "--ignore-screensaver-reset"])
+            try await agent.waitForLog(containing: "started")
+            try await s.x("xset", "s", "off")
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            await expectLockOnTime(idleAtLock: idle, lockAfter: 3000)
+            #expect(!agent.log.contains("inhibited by the X server"), "\(agent.log)")
+        }
+    }
+}
