@@ -7,6 +7,7 @@ BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man/man1
 AUTOSTARTDIR ?= $(SYSCONFDIR)/xdg/autostart
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+DBUSSERVICEDIR ?= $(PREFIX)/share/dbus-1/services
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
@@ -72,12 +73,13 @@ install: release
 	$(RELEASE_BIN) completions zsh > $(GEN)/_xidlelock
 	$(RELEASE_BIN) completions fish > $(GEN)/xidlelock.fish
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(AUTOSTARTDIR) \
-	  $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
+	  $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(DBUSSERVICEDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
 	  $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLESDIR)
 	install -m 755 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/xidlelock
 	install -m 644 man/xidlelock.1 $(DESTDIR)$(MANDIR)/xidlelock.1
 	install -m 644 $(GEN)/xidlelock.desktop $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop
 	install -m 644 $(GEN)/xidlelock.service $(DESTDIR)$(USERUNITDIR)/xidlelock.service
+	install -m 644 packaging/org.freedesktop.ScreenSaver.service $(DESTDIR)$(DBUSSERVICEDIR)/org.freedesktop.ScreenSaver.service
 	install -m 644 $(GEN)/xidlelock.bash $(DESTDIR)$(BASHCOMPDIR)/xidlelock
 	install -m 644 $(GEN)/_xidlelock $(DESTDIR)$(ZSHCOMPDIR)/_xidlelock
 	install -m 644 $(GEN)/xidlelock.fish $(DESTDIR)$(FISHCOMPDIR)/xidlelock.fish
@@ -89,6 +91,7 @@ uninstall:
 	  $(DESTDIR)$(MANDIR)/xidlelock.1 \
 	  $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop \
 	  $(DESTDIR)$(USERUNITDIR)/xidlelock.service \
+	  $(DESTDIR)$(DBUSSERVICEDIR)/org.freedesktop.ScreenSaver.service \
 	  $(DESTDIR)$(BASHCOMPDIR)/xidlelock \
 	  $(DESTDIR)$(ZSHCOMPDIR)/_xidlelock \
 	  $(DESTDIR)$(FISHCOMPDIR)/xidlelock.fish \

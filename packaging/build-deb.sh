@@ -44,7 +44,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_size
 Depends: $depends
-Recommends: xsecurelock | i3lock | slock
+Recommends: xsecurelock | i3lock | slock, libsystemd0
 Suggests: brightnessctl | xbacklight
 Section: x11
 Priority: optional

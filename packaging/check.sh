@@ -106,6 +106,7 @@ expected="/etc/xdg/autostart/xidlelock.desktop
 /usr/local/bin/xidlelock
 /usr/local/lib/systemd/user/xidlelock.service
 /usr/local/share/bash-completion/completions/xidlelock
+/usr/local/share/dbus-1/services/org.freedesktop.ScreenSaver.service
 /usr/local/share/doc/xidlelock/examples/dim-screen.sh
 /usr/local/share/doc/xidlelock/examples/logout.sh
 /usr/local/share/fish/vendor_completions.d/xidlelock.fish
@@ -138,6 +139,7 @@ contents=$(dpkg-deb -c "$deb")
 for path in ./usr/bin/xidlelock ./usr/share/man/man1/xidlelock.1.gz \
     ./etc/xdg/autostart/xidlelock.desktop ./usr/lib/systemd/user/xidlelock.service \
     ./usr/share/bash-completion/completions/xidlelock \
+    ./usr/share/dbus-1/services/org.freedesktop.ScreenSaver.service \
     ./usr/share/zsh/vendor-completions/_xidlelock \
     ./usr/share/fish/vendor_completions.d/xidlelock.fish \
     ./usr/share/doc/xidlelock/examples/dim-screen.sh ./usr/share/doc/xidlelock/examples/logout.sh; do
