@@ -137,6 +137,8 @@ extension IdleMachine {
                     ("remaining_ms", optional(inhibitor.until.map { $0 - now.boottime })),
                 ])
             })),
+            ("logind_hints", .object([("locked", .bool(lockedHint)), ("idle", .bool(idleHint))])),
+            ("session_active", .bool(!sessionInactive)),
             ("disabled", .bool(isDisabled)),
             ("disabled_remaining_ms", optional((disabledUntil ?? nil).map { $0 - now.boottime })),
             ("last_suspend_gap", lastSuspendGap.map { gap in

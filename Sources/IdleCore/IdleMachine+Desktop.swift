@@ -23,21 +23,23 @@ extension IdleMachine {
     /// Lock before the system sleeps, and let it sleep only once the screen is
     /// covered, or when logind's delay is about to run out (then loudly).
     mutating func prepareForSleep(delayLimit: Millis, _ now: Instant, _ out: inout [Action]) {
+        sleepDelayUntil = now.boottime + delayLimit
         if let hook = config.beforeSleep {
+            // Runs inside the delay: the sleep waits for it too, as long as the delay lasts.
+            beforeSleepRunning = true
             out.append(.run(.beforeSleep, command: hook, environment: environment("before-sleep", nil, now)))
         }
         guard config.lockBeforeSleep else {
             out.append(.log(.info, "the system is going to sleep (not locking first: --no-lock-before-sleep)"))
-            letSleep(covered: supervisor.covers, now, &out)
+            letSleepIfReady(now, &out)
             return
         }
         if supervisor.covers {
             out.append(.log(.info, "the system is going to sleep; the screen is locked"))
-            letSleep(covered: true, now, &out)
+            letSleepIfReady(now, &out)
             return
         }
         out.append(.log(.info, "the system is going to sleep: locking first"))
-        sleepDelayUntil = now.boottime + delayLimit
         if locker == .unlocked {
             lockRequested = true
             startLocker(now, &out)
@@ -49,12 +51,24 @@ extension IdleMachine {
     /// The delay ran out before the locker covered the screen.
     mutating func sleepDelayCheck(_ now: Instant, _ out: inout [Action]) {
         guard let until = sleepDelayUntil, now.boottime >= until else { return }
-        out.append(.log(.error, "the locker did not cover the screen before the system had to sleep: the screen may NOT be locked on resume"))
+        if config.lockBeforeSleep && !supervisor.covers {
+            out.append(.log(.error, "the locker did not cover the screen before the system had to sleep: the screen may NOT be locked on resume"))
+        } else {
+            out.append(.log(.warning, "the before-sleep hook did not end within the sleep delay; letting the system sleep"))
+        }
         letSleep(covered: false, now, &out)
+    }
+
+    /// Lets the system sleep once the screen is covered (unless not locking before
+    /// sleep) and the before-sleep hook has ended.
+    mutating func letSleepIfReady(_ now: Instant, _ out: inout [Action]) {
+        guard sleepDelayUntil != nil, !beforeSleepRunning, supervisor.covers || !config.lockBeforeSleep else { return }
+        letSleep(covered: supervisor.covers, now, &out)
     }
 
     mutating func letSleep(covered: Bool, _ now: Instant, _ out: inout [Action]) {
         sleepDelayUntil = nil
+        beforeSleepRunning = false
         out.append(.announce(.sleeping(covered: covered)))
         out.append(.releaseSleepDelay)
     }

@@ -227,8 +227,10 @@ public struct IdleMachine: Sendable {
     /// Another session is in front: no stage fires.
     public internal(set) var sessionInactive = false
     /// What logind was last told.
-    var lockedHint = false
-    var idleHint = false
+    public internal(set) var lockedHint = false
+    public internal(set) var idleHint = false
+    /// The before-sleep hook runs; the sleep waits for it (within the delay).
+    var beforeSleepRunning = false
 
     enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted }
 
@@ -562,6 +564,10 @@ public struct IdleMachine: Sendable {
     }
 
     mutating func processEnded(_ role: ProcessRole, _ end: ProcessEnd, _ now: Instant, _ out: inout [Action]) {
+        if role == .beforeSleep {
+            beforeSleepRunning = false
+            letSleepIfReady(now, &out)
+        }
         guard role == .locker else {
             if !end.succeeded { out.append(.log(.warning, "\(role) \(end)")) }
             return
@@ -583,7 +589,7 @@ public struct IdleMachine: Sendable {
             out.append(.log(.info, "locked: the locker holds the keyboard (\(after) after its start)"))
             out.append(.announce(.locked(idle: idle(at: now), requested: lockRequested)))
             tellLockedHint(true, &out)
-            if sleepDelayUntil != nil { letSleep(covered: true, now, &out) }
+            letSleepIfReady(now, &out)
         case .notCovering:
             // It cannot be replaced while it runs (never a second locker); say so loudly.
             out.append(.log(.error, "the locker has run for \(supervisor.grabDeadline) without grabbing the keyboard: the screen may NOT be covered (left running; its exit 0 will count as an unlock)"))
