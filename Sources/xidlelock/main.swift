@@ -8,6 +8,10 @@ func emit(_ text: String, to fd: Int32) {
     text.withUTF8 { _ = write(fd, $0.baseAddress, $0.count) }
 }
 
+// Before anything opens a descriptor: a launcher that closed 0-2 must not get the
+// X connection or the lock file at fd 2, where log lines would then be written.
+StandardStreams.ensureOpen()
+
 let status: Int32
 do {
     switch try Invocation.parse(Array(CommandLine.arguments.dropFirst())) {
