@@ -86,6 +86,8 @@ struct Simulation {
                 checksum &+= message.utf8.count
             case .announce:
                 checksum &+= 1
+            case .releaseSleepDelay, .setLockedHint, .setIdleHint:
+                checksum &+= 1
             case .probeKeyboard:
                 // The edge answers at once: a running locker holds the keyboard.
                 pendingProbeAnswer = true
