@@ -40,7 +40,7 @@ import Testing
             let agent = try s.startAgent(["--lock-after", "4s", "--locker", "echo $$ >> lockers.pids; exec sleep 60"])
             try await agent.waitForLog(containing: "set the X screensaver timeout to 2s")
             // As mpv: suspends the saver while the video plays; `video-ended` stops it.
-            _ = try s.spawn(testLockerBinary, ["--suspend-saver", "--pids", "player.pid", "--unlock", "video-ended"])
+            _ = try s.startBackground(testLockerBinary, ["--suspend-saver", "--pids", "player.pid", "--unlock", "video-ended"], output: "player.out")
             _ = try await s.waitForLines("player.pid")
             try await agent.waitForLog(containing: "an X client suspended the screensaver")
             try await s.waitUntil("the server idle to pass 6 s", every: .milliseconds(200)) { try await s.serverIdle() >= 6000 }

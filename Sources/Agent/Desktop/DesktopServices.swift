@@ -54,6 +54,8 @@ final class DesktopServices: DesktopLink {
     /// Idle inhibitors of other users or services: shown, not honoured.
     private(set) var ignoredLogindInhibitors: [(who: String, why: String, uid: UInt32, pid: UInt32)] = []
     private var ownsScreenSaverName = false
+    /// logind said our session is not the one in front (what the machine was told last).
+    private var sessionInactive = false
     private var said: Set<String> = []
     private var retryDelay: [String: Millis] = [:]
 
@@ -90,7 +92,9 @@ final class DesktopServices: DesktopLink {
             session = nil
             ownsScreenSaverName = false
             sayOnce("lost-session", .warning, "lost the session bus (\(String(cString: strerror(code)))): org.freedesktop.ScreenSaver is not served until it is back; locking goes on")
-            lost("session", -code)
+            // Its callers can no longer end their inhibitors: they end now (fail closed).
+            endScreenSaverInhibitors()
+            lost("session", 0)
         }
         session = connection
         retryDelay["session"] = nil
@@ -116,8 +120,11 @@ final class DesktopServices: DesktopLink {
         let connection = BusConnection(bus: bus, name: "system bus") { [unowned self] code in
             system = nil
             releaseSleepDelay()
+            sleepPending = false
             sayOnce("lost-system", .warning, "lost the system bus (\(String(cString: strerror(code)))): no lock before sleep until it is back; locking goes on")
-            lost("system", -code)
+            // What logind held off can no longer be seen to end: it ends now (fail closed).
+            endLogindHolds()
+            lost("system", 0)
         }
         system = connection
         retryDelay["system"] = nil
@@ -135,16 +142,43 @@ final class DesktopServices: DesktopLink {
         if r < 0 { Log.write(.warning, "cannot watch logind: \(String(cString: strerror(-r)))") }
         delayLimit = Millis(Int64(xil_logind_delay_max_usec(bus) / 1000))
         if settings.lockBeforeSleep { takeSleepDelay() }
-        if let sessionPath, xil_logind_session_active(bus, sessionPath) == 0 {
-            agent?.perform(.sessionActive(false))
+        // Both ways: a session left inactive before a reconnection may be active now.
+        if let sessionPath {
+            let active = xil_logind_session_active(bus, sessionPath)
+            if active >= 0 { sessionActive(active != 0) }
         }
         refreshIdleInhibitors()
         agent?.addSource(connection)
     }
 
-    /// Logs the loss once and tries again later (5 s, doubling to 5 min).
+    /// The loss of the session bus: its inhibitors end with it.
+    private func endScreenSaverInhibitors() {
+        for id in screenSaverInhibitors.sorted() {
+            xil_screensaver_forget(UInt32(truncatingIfNeeded: id))
+            Log.write(.info, "ScreenSaver inhibitor \(id) ends with the session bus")
+            agent?.removeInhibitor(id: id)
+        }
+        screenSaverInhibitors = []
+    }
+
+    /// The loss of the system bus: logind's idle inhibitors and the inactive session
+    /// no longer hold the stages off.
+    private func endLogindHolds() {
+        for (_, id) in logindInhibitors.sorted(by: { $0.value < $1.value }) { agent?.removeInhibitor(id: id) }
+        logindInhibitors = [:]
+        ignoredLogindInhibitors = []
+        if sessionInactive {
+            Log.write(.info, "without logind the session counts as active")
+            sessionActive(true)
+        }
+    }
+
+    /// Tries again later (5 s, doubling to 5 min). A failure to connect is logged once
+    /// (`err` 0: the loss was logged already).
     private func lost(_ which: String, _ err: Int32) {
-        if err != 0 {
+        if err == 0 {
+            said.insert("no-\(which)")
+        } else {
             sayOnce("no-\(which)", .warning, "no \(which) bus (\(String(cString: strerror(abs(err))))): " + (which == "session"
                 ? "org.freedesktop.ScreenSaver is not served" : "no lock before sleep, no lock-session") + "; locking goes on, retrying later")
         }
@@ -274,6 +308,11 @@ final class DesktopServices: DesktopLink {
         }
     }
 
+    fileprivate func sessionActive(_ active: Bool) {
+        sessionInactive = !active
+        agent?.perform(.sessionActive(active))
+    }
+
     fileprivate func blockInhibited(_ what: String) {
         refreshIdleInhibitors(hint: what)
     }
@@ -356,7 +395,7 @@ final class DesktopServices: DesktopLink {
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().sessionLock(lock != 0)
         }
         callbacks.pointee.session_active = { context, active in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.perform(.sessionActive(active != 0))
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().sessionActive(active != 0)
         }
         callbacks.pointee.block_inhibited = { context, what in
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().blockInhibited(String(cString: what!))

@@ -2,21 +2,26 @@ import Foundation
 import Testing
 
 /// Everything one test needs: a temporary directory (the working directory of the agent
-/// and of its commands, so scripts write relative file names), its own Xvfb, the agents
-/// it started, and a clean-up that leaves no process behind.
+/// and of its commands, so scripts write relative file names), its own Xvfb, its own
+/// D-Bus session and system buses when asked for, the agents it started, and a clean-up
+/// that leaves no process behind.
 final class Sandbox {
     let directory: URL
     private(set) var server: XvfbServer?
+    private(set) var buses: Buses?
     private var agents: [AgentProcess] = []
+    private var background: [(process: Process, what: String)] = []
     private var commands = 0
 
     /// Runs `body` with a fresh sandbox (with an X server started with `serverArguments`,
-    /// unless `display` is false) and cleans up afterwards, whether the body passed or threw.
-    static func with<R>(display: Bool = true, serverArguments: [String] = [],
+    /// unless `display` is false; with `buses`, a private session bus and a system bus
+    /// served by logind's mock) and cleans up afterwards, whether the body passed or threw.
+    static func with<R>(display: Bool = true, serverArguments: [String] = [], buses: Bool = false,
                         _ body: (Sandbox) async throws -> R) async throws -> R {
         let sandbox = try Sandbox()
         do {
             if display { sandbox.server = try await XvfbServer(in: sandbox.directory, extraArguments: serverArguments) }
+            if buses { sandbox.buses = try await Buses(in: sandbox.directory) }
             let result = try await body(sandbox)
             await sandbox.tearDown()
             return result
@@ -38,11 +43,13 @@ final class Sandbox {
 
     /// The test's environment for every process it starts: DISPLAY is this test's server
     /// (or unset), JOURNAL_STREAM is dropped so the agent logs its plain format, and so
-    /// are the variables the agent gives its hooks.
+    /// are the variables the agent gives its hooks. With buses, the bus addresses and the
+    /// session are this test's.
     var environment: [String: String] {
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("XIDLELOCK_") || $0.key == "XIDLELOCK_BIN" }
         env["DISPLAY"] = display
         env["JOURNAL_STREAM"] = nil
+        if let buses { env.merge(buses.environment) { $1 } }
         return env
     }
 
@@ -73,12 +80,16 @@ final class Sandbox {
                              stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
     }
 
-    /// Starts a program in the background (output to files); it records its own pid in a
-    /// `*.pid(s)` file for clean-up, or the test waits for its end.
-    func spawn(_ program: String, _ arguments: [String]) throws -> Process {
-        commands += 1
-        let out = directory.appending(path: "command-\(commands).out")
-        return try startProcess(program, arguments, environment: environment, in: directory, stdout: out, stderr: out)
+    /// Starts a command that runs on in the background (a client that holds something),
+    /// its stdout and stderr into `output` in the sandbox; ended at clean-up.
+    func startBackground(_ program: String, _ arguments: [String], output: String,
+                         environment changes: [String: String?] = [:]) throws -> Process {
+        var env = environment
+        for (name, value) in changes { env[name] = value }
+        let file = directory.appending(path: output)
+        let process = try startProcess(program, arguments, environment: env, in: directory, stdout: file, stderr: file)
+        background.append((process, ([program] + arguments).joined(separator: " ")))
+        return process
     }
 
     /// Runs an X tool (xdotool, xset, xprintidle) against this test's display; it must
@@ -157,8 +168,9 @@ final class Sandbox {
     // MARK: Clean-up
 
     /// Stops the agents, kills every process whose pid a script recorded in a `*.pid` or
-    /// `*.pids` file (its whole session: hooks run in their own), stops the X server and
-    /// removes the directory (kept when XIDLELOCK_KEEP_TEMP is set).
+    /// `*.pids` file (its whole session: hooks run in their own), ends the background
+    /// commands, the buses and the X server, and removes the directory (kept when
+    /// XIDLELOCK_KEEP_TEMP is set).
     func tearDown() async {
         for agent in agents where agent.process.isRunning {
             agent.send(SIGKILL)
@@ -168,6 +180,11 @@ final class Sandbox {
             kill(-pid, SIGKILL)
             kill(pid, SIGKILL)
         }
+        for (process, what) in background where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            _ = try? await process.waitForExit(what, timeout: .seconds(5))
+        }
+        await buses?.stop()
         await server?.stop()
         if ProcessInfo.processInfo.environment["XIDLELOCK_KEEP_TEMP"] == nil {
             try? FileManager.default.removeItem(at: directory)
