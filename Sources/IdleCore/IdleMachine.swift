@@ -262,7 +262,7 @@ public struct IdleMachine: Sendable {
         var deadline: BoottimeInstant?
         func consider(_ t: BoottimeInstant) { deadline = min(deadline ?? t, t) }
         if let due = nextStageDue { consider(due) }
-        if let locker = supervisor.deadline { consider(locker) }
+        if let locker = supervisor.deadline(hurry: sleepDelayUntil != nil) { consider(locker) }
         if let sleep = sleepDelayUntil { consider(sleep) }
         for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
         if let until = disabledUntil ?? nil { consider(until) }
@@ -555,7 +555,7 @@ public struct IdleMachine: Sendable {
 
     /// Runs the grab probe when the supervisor's schedule says so.
     mutating func probeIfDue(_ now: Instant, _ out: inout [Action]) {
-        if let due = supervisor.nextProbe, now.boottime >= due { probe(now, &out) }
+        if let due = supervisor.nextProbe(hurry: sleepDelayUntil != nil), now.boottime >= due { probe(now, &out) }
     }
 
     mutating func probe(_ now: Instant, _ out: inout [Action]) {

@@ -148,18 +148,22 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// When the grab probe runs next: 10 ms after the start, then with doubling
     /// gaps up to 500 ms, until the grab is seen or the deadline passes (at most
     /// a dozen round trips a lock, none once the screen is covered). Never a busy poll.
-    public var nextProbe: BoottimeInstant? {
+    public var nextProbe: BoottimeInstant? { nextProbe(hurry: false) }
+
+    /// With `hurry` (the system waits to sleep until the screen is covered) the probe
+    /// runs every 10 ms: the sleep then follows the grab within 10 ms.
+    public func nextProbe(hurry: Bool) -> BoottimeInstant? {
         guard case .running(let since, _, .unknown, _) = state else { return nil }
         let deadline = since + grabDeadline
         guard let last = lastProbe, last >= since else { return Swift.min(since + .ms(10), deadline) }
-        let gap = Swift.min(Swift.max(last - since, .ms(10)), .ms(500))
+        let gap = hurry ? .ms(10) : Swift.min(Swift.max(last - since, .ms(10)), .ms(500))
         return Swift.min(last + gap, deadline)
     }
 
     /// When the machine must wake for the locker: the next probe, or the retry.
-    public var deadline: BoottimeInstant? {
+    public func deadline(hurry: Bool = false) -> BoottimeInstant? {
         if case .retrying(let at, _) = state { return at }
-        return nextProbe
+        return nextProbe(hurry: hurry)
     }
 
     public mutating func probed(at now: BoottimeInstant) { lastProbe = now }

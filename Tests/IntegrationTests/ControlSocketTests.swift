@@ -362,7 +362,9 @@ let holdingLocker = Script.grabbingLocker()
             let raw = """
                 import socket, sys
                 c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
-                c.sendall(b'{"v":1,"cmd":"disable"}\\n'); print(c.makefile().readline().strip())
+                try: c.sendall(b'{"v":1,"cmd":"disable"}\\n')
+                except OSError: pass  # refused and closed before the request went out
+                print(c.makefile().readline().strip())
                 """
             let rawResult = try await s.run("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups",
                                                         "/usr/bin/python3", "-c", raw, s.socket])

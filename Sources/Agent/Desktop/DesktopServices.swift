@@ -54,6 +54,8 @@ final class DesktopServices: DesktopLink {
     /// Idle inhibitors of other users or services: shown, not honoured.
     private(set) var ignoredLogindInhibitors: [(who: String, why: String, uid: UInt32, pid: UInt32)] = []
     private var ownsScreenSaverName = false
+    /// What ActiveChanged last said.
+    private var screenSaverActive = false
     /// logind said our session is not the one in front (what the machine was told last).
     private var sessionInactive = false
     private var said: Set<String> = []
@@ -239,11 +241,16 @@ final class DesktopServices: DesktopLink {
     /// covered or unlocked.
     func announce(_ announcement: Announcement) {
         guard let session, ownsScreenSaverName else { return }
+        let active: Bool
         switch announcement {
-        case .locked: xil_screensaver_active_changed(session.bus, 1)
-        case .unlocked: xil_screensaver_active_changed(session.bus, 0)
-        default: break
+        case .locked: active = true
+        // A covering locker that fails leaves the screen open: no longer active.
+        case .unlocked, .lockerFailed: active = false
+        default: return
         }
+        guard active != screenSaverActive else { return }
+        screenSaverActive = active
+        xil_screensaver_active_changed(session.bus, active ? 1 : 0)
     }
 
     /// For status.
