@@ -227,7 +227,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         story.send(.uninhibit(id: 1))
         #expect(story.ran == [.stage(0)])
         #expect(story.announced.contains(.uninhibited(Inhibitor(id: 1, who: "w", why: "", until: nil))))
-        #expect(story.machine.nextDeadline == Millis.seconds(100 + 300))
+        #expect(story.machine.nextDeadline == BoottimeInstant.seconds(100 + 300))
         story.wakeAtDeadline()
         #expect(story.ran == [.locker])
     }
@@ -269,7 +269,11 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
         story.send(.lockNow)
         #expect(story.ran == [.locker])
-        #expect(story.announced == [.locked(idle: .zero, requested: true)])
+        #expect(story.announced == [.locking(idle: .zero, requested: true, attempt: 1)])
+        #expect(story.machine.stateName == "locking", "not locked until the locker holds the screen")
+        story.advance(.ms(10))
+        story.send(.lockerFact(.keyboardGrabbed(true)))  // the grab probe sees the locker's grab
+        #expect(story.announced == [.locked(idle: .ms(10), requested: true)])
         story.send(.lockNow)
         #expect(story.ran.isEmpty)
         #expect(story.machine.stateName == "locked")
@@ -312,18 +316,20 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
 }
 
 @Suite struct RestartTests {
-    @Test func anAdoptedLockerMeansLockedAndNoSecondLockerEvenWhenIdleIsPastTheLockTime() {
+    @Test func anAdoptedLockerMeansNoSecondLockerEvenWhenIdleIsPastTheLockTime() {
         var story = HoldStory(config())
         story.send(.lockerAdopted)
+        story.send(.lockerFact(.keyboardGrabbed(true)))  // the edge probes at adoption
         story.send(.start(serverIdle: .hours(1)))
         #expect(!story.ran.contains(.locker))
         #expect(story.machine.stateName == "locked")
         story.advance(.minutes(30))
         story.send(.wake(serverIdle: .minutes(90)))
         #expect(!story.ran.contains(.locker))
-        story.send(.processEnded(.locker, .exited(0)))
-        #expect(story.machine.stateName == "active")
-        #expect(story.machine.nextDeadline == story.now.boottime + .minutes(5))
+        // Not our child: its exit status cannot be read, so its end is no unlock.
+        story.send(.lockerFact(.endedUnseen))
+        #expect(story.ran == [.locker], "locked again at once: when in doubt, lock")
+        #expect(story.machine.stateName == "locking")
     }
 
     @Test func stoppingWithdrawsAShownWarningButNeverTheLocker() {

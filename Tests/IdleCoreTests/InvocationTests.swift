@@ -156,7 +156,9 @@ struct AgentFlagTests {
         #expect(run.options.map(\.flag) == [
             "--lock-after", "--locker", "--notify-before", "--notifier", "--on-unlock",
             "--on-unlock-interval", "--ignore-screensaver-reset", "--suspend-resets-idle",
-            "--stage", "--resume", "--socket", "--secure", "--verbose", "--quiet",
+            "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--before-sleep",
+            "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-screensaver-service",
+            "--no-logind", "--verbose", "--quiet",
         ])
         for option in run.options {
             #expect(Invocation.mainHelp.contains(option.flag), "\(option.flag) missing from help")

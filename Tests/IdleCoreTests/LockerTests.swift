@@ -3,11 +3,12 @@ import Testing
 
 @Suite("The locker: one at a time, never killed, restarted when it fails")
 struct LockerTests {
-    /// A story locked at 10m idle.
+    /// A story locked at 10m idle, the locker seen holding the screen 10 ms later.
     static func locked(_ extra: String...) -> Story {
         var s = Story(Story.config(["--on-unlock", "unlock-hook"] + extra))
-        s.wait(until: Story.at(.minutes(10)))
+        s.wait(until: Story.at(.minutes(10) + .ms(10)))
         #expect(s.actions.lockerStarts == 1)
+        #expect(s.machine.stateName == "locked")
         return s
     }
 
@@ -48,9 +49,9 @@ struct LockerTests {
         var s = Story(flags: "--lock-after", "1m", "--on-unlock", "unlock-hook", "--on-unlock-interval", "10m")
         var hookRuns: [Int] = []
         for _ in 0..<10 {  // lock at 1m idle, unlock 10 s later: one cycle every 70 s
-            s.wait(for: .minutes(1))
+            s.wait(for: .minutes(1) + .ms(10))  // locked, and the probe saw the grab
             #expect(s.machine.isLocked)
-            s.advance(by: .seconds(10))
+            s.advance(by: .seconds(10) - .ms(10))
             hookRuns.append(s.lockerExits(.exited(0)).runs(.onUnlock).count)
         }
         // Unlocks at 70 s, 140 s, ... 700 s: the hook runs at 70 s, and again once 600 s have passed.
@@ -62,7 +63,7 @@ struct LockerTests {
     func onUnlockEveryTime() {
         var s = Story(flags: "--lock-after", "1m", "--on-unlock", "unlock-hook")
         for _ in 0..<3 {
-            s.wait(for: .minutes(1))
+            s.wait(for: .minutes(1) + .ms(10))
             s.advance(by: .seconds(1))
             s.lockerExits(.exited(0))
         }
@@ -122,17 +123,17 @@ struct LockerTests {
         #expect(s.wakeAtDeadline().lockerStarts == 1)
     }
 
-    @Test("a non-zero exit after two seconds is a warning and taken as unlocked")
-    func lateNonZeroExitIsAnUnlock() {
+    @Test("a non-zero exit at any time is a failure, even hours after the locker held the screen")
+    func lateNonZeroExitIsAFailure() {
         var s = LockerTests.locked()
-        s.advance(by: .seconds(2))
-        let ended = s.lockerExits(.exited(1))
-        #expect(ended.lockerStarts == 0)
-        #expect(ended.logs(.error).isEmpty)
-        #expect(ended.logs(.warning).first?.contains("taking that as unlocked") == true)
-        #expect(ended.commands(.onUnlock) == ["unlock-hook"])
-        #expect(s.machine.locker == .unlocked)
-        #expect(s.machine.nextDeadline == s.now + .minutes(10))
+        s.advance(by: .hours(2))
+        let ended = s.lockerExits(.exited(1))  // a crashed xsecurelock
+        #expect(ended.lockerStarts == 1, "locked again at once")
+        #expect(ended.logs(.error).first?.contains("exited with status 1 after 2h10ms") == true)
+        #expect(ended.logs(.error).first?.contains("the screen may NOT be locked") == true)
+        #expect(ended.commands(.onUnlock).isEmpty, "a failure is not an unlock")
+        #expect(ended.contains(.announce(.lockerFailed(kind: "exited", reason: "exited with status 1 after 2h10ms", retryIn: .zero))))
+        #expect(s.machine.idle(at: s.clock) == .hours(2) + .minutes(10) + .ms(10), "the idle period does not restart")
     }
 
     @Test("a non-zero exit just inside the two seconds is a failure")
@@ -144,37 +145,136 @@ struct LockerTests {
         #expect(ended.logs(.error).count == 1)
     }
 
-    @Test("unlocking within two seconds is still an unlock")
-    func quickUnlock() {
+    @Test("exit 0 after the locker held the screen for a second is an unlock; sooner, it returned at once",
+          arguments: [(Millis.ms(990), false), (.seconds(1), true), (.seconds(30), true)])
+    func exitZero(after span: Millis, unlocks: Bool) {
         var s = LockerTests.locked()
-        s.advance(by: .ms(500))
+        s.advance(by: span - .ms(10))  // span after the locker's start
         let ended = s.lockerExits(.exited(0))
-        #expect(ended.lockerStarts == 0)
-        #expect(ended.commands(.onUnlock) == ["unlock-hook"])
-        #expect(s.machine.locker == .unlocked)
+        #expect((ended.commands(.onUnlock) == ["unlock-hook"]) == unlocks)
+        #expect((s.machine.locker == .unlocked) == unlocks)
+        #expect((ended.lockerStarts == 1) == !unlocks, "a locker that returned at once is started again")
     }
 
-    @Test("input while the locker keeps failing stops the retries")
-    func inputStopsTheRetries() {
+    @Test("exit 0 at once (i3lock without -n, a backgrounding wrapper, true) is an error naming the likely cause")
+    func returnedAtOnce() {
+        var s = Story(flags: "--lock-after", "10m", "--on-unlock", "unlock-hook")
+        s.wait(until: Story.at(.minutes(10)))
+        s.advance(by: .ms(40))
+        let ended = s.lockerExits(.exited(0))
+        #expect(ended.logs(.error).first?.contains("as i3lock does without -n") == true)
+        #expect(ended.runs(.onUnlock).isEmpty)
+        #expect(s.actions.lockerStarts == 2, "started again at once: nothing held the keyboard")
+    }
+
+    @Test("after an exit 0 at once, a retry waits while something holds the keyboard: detached lockers never pile up")
+    func detachedLockersDoNotPileUp() {
+        var s = Story(flags: "--lock-after", "10m")
+        s.wait(until: Story.at(.minutes(10)))
+        s.keyboardHeldByOther = true  // the forked copy grabbed the keyboard
+        s.advance(by: .ms(30))
+        let first = s.lockerExits(.exited(0))
+        #expect(first.lockerStarts == 0, "the keyboard is held: no second locker")
+        #expect(first.logs(.error).contains { $0.contains("detached copy of the locker") })
+        for _ in 0..<20 { s.wakeAtDeadline() }  // minutes of checking, with backoff
+        #expect(s.actions.lockerStarts == 1, "\(s.actions.lockerStarts) lockers while the detached one held the keyboard")
+        s.keyboardHeldByOther = false  // the user unlocked the detached locker
+        s.wakeAtDeadline()
+        #expect(s.actions.lockerStarts == 2, "with the keyboard free the locker starts again")
+    }
+
+    @Test("a locker that runs but never grabs the keyboard is an error shown in status; it is not replaced; its exit 0 unlocks")
+    func neverCovers() {
+        var s = Story(flags: "--lock-after", "10m", "--on-unlock", "unlock-hook")
+        s.lockerGrabsKeyboard = false
+        s.wait(until: Story.at(.minutes(10) + .seconds(3) - .ms(1)))
+        #expect(s.machine.stateName == "locking")
+        let deadline = s.wait(until: Story.at(.minutes(10) + .seconds(3)))
+        #expect(deadline.logs(.error).first?.contains("without grabbing the keyboard") == true)
+        #expect(deadline.contains(.announce(.lockerNotCovering(runningFor: .seconds(3)))))
+        #expect(s.machine.stateName == "locker-not-covering")
+        let status = JSONValue.object(s.machine.statusFields(at: s.clock, lockerPid: 42))
+        #expect(status["locker"]?["covers_screen"] == .bool(false))
+        s.wait(for: .hours(1))
+        #expect(s.actions.lockerStarts == 1, "never a second locker")
+        #expect(s.machine.nextDeadline == nil, "no probing once the deadline passed")
+        #expect(s.lockerExits(.exited(0)).commands(.onUnlock) == ["unlock-hook"])
+    }
+
+    @Test("`locked` is announced once the locker holds the screen, not when it starts")
+    func lockedMeansCovered() {
+        var s = Story(flags: "--lock-after", "10m")
+        let start = s.wait(until: Story.at(.minutes(10)))
+        #expect(start.contains(.announce(.locking(idle: .minutes(10), requested: false, attempt: 1))))
+        #expect(!start.contains { if case .announce(.locked) = $0 { true } else { false } })
+        let covered = s.wait(for: .ms(10))
+        #expect(covered.contains(.announce(.locked(idle: .minutes(10) + .ms(10), requested: false))))
+    }
+
+    @Test("the probe runs 10 ms after the start, then at doubling gaps up to 500 ms, until 3 s: at most a dozen")
+    func probeSchedule() {
+        var s = Story(flags: "--lock-after", "10m")
+        s.lockerGrabsKeyboard = false
+        s.wait(until: Story.at(.minutes(10)))
+        var probes: [Millis] = []
+        while let deadline = s.machine.nextDeadline, deadline <= Story.at(.minutes(10) + .seconds(5)) {
+            s.advance(to: deadline)
+            if s.wake().contains(.probeKeyboard) { probes.append(s.now - Story.at(.minutes(10))) }
+        }
+        #expect(probes == [10, 20, 40, 80, 160, 320, 640, 1140, 1640, 2140, 2640, 3000].map { Millis.ms($0) })
+    }
+
+    @Test("while failing, status has a state of its own with the last failure and the next try")
+    func failingStatus() {
         var s = LockerTests.locked()
         s.lockerExits(.exited(1))
         s.advance(by: .ms(100))
         s.lockerExits(.exited(1))
-        guard case .retrying = s.machine.locker else {
+        let status = JSONValue.object(s.machine.statusFields(at: s.clock, lockerPid: nil))
+        #expect(status["state"] == .string("locker-failing"))
+        #expect(status["locker"]?["state"] == .string("failing"))
+        #expect(status["locker"]?["next_try_in_ms"]?.integer == 1000)
+        #expect(status["last_locker_failure"]?["reason"]?.string?.contains("exited with status 1") == true)
+    }
+
+    @Test("`lock` during the backoff tries again now; the count restarts after a locker that held")
+    func lockDuringBackoff() {
+        var s = LockerTests.locked()
+        s.lockerExits(.exited(1))  // restarted at once
+        s.advance(by: .ms(50))
+        s.lockerExits(.exited(1))  // the next try in 1 s
+        s.advance(by: .ms(50))
+        guard case .retrying(let at, _) = s.machine.locker else {
             Issue.record("expected a retry, got \(s.machine.locker)")
             return
         }
-        let retryAt = s.machine.nextDeadline
+        #expect(at - s.now == .ms(950))
+        #expect(s.send(.lockNow).lockerStarts == 1, "tried again now")
+        s.wait(for: .ms(10))  // this one holds the screen
+        guard case .running(_, let attempt, .covered, _) = s.machine.locker else {
+            Issue.record("expected a covering locker, got \(s.machine.locker)")
+            return
+        }
+        #expect(attempt == 1, "the count restarts after a locker that held")
+        s.advance(by: .seconds(5))
+        #expect(s.lockerExits(.killed(signal: 9)).lockerStarts == 1, "the next failure is again restarted at once")
+    }
+
+    @Test("input while the locker keeps failing does not stop the retries: the screen may be open")
+    func inputDoesNotStopTheRetries() {
+        var s = LockerTests.locked()
+        s.lockerExits(.exited(1))
+        s.advance(by: .ms(100))
+        s.lockerExits(.exited(1))
+        guard case .retrying(let retryAt, _) = s.machine.locker else {
+            Issue.record("expected a retry, got \(s.machine.locker)")
+            return
+        }
         s.advance(by: .ms(400))
-        let back = s.input()
-        #expect(back.logs(.warning).contains { $0.contains("the user is back") })
-        #expect(s.machine.locker == .unlocked)
-        #expect(s.machine.nextDeadline == s.now + .minutes(10))
-        #expect(s.machine.nextDeadline != retryAt)
-        s.wait(for: .minutes(10) - .ms(1))
-        #expect(s.actions.lockerStarts == 2, "no restart at the old retry time")
-        s.wait(for: .ms(1))
-        #expect(s.actions.lockerStarts == 3, "the next lock comes after the lock time")
+        s.input()
+        #expect(s.machine.nextDeadline == retryAt, "the retry still comes")
+        s.wakeAtDeadline()
+        #expect(s.actions.lockerStarts == 3)
     }
 
     @Test("the end of a process the machine does not track as the locker changes nothing")
@@ -186,6 +286,7 @@ struct LockerTests {
         #expect(s.machine.isLocked)
         #expect(s.actions.lockerStarts == 1)
         var unlocked = LockerTests.locked()
+        unlocked.advance(by: .seconds(5))
         unlocked.lockerExits(.exited(0))
         #expect(unlocked.lockerExits(.exited(1)).isEmpty, "a second end of the same locker is ignored")
     }

@@ -156,11 +156,14 @@ struct SuspendTests {
         #expect(s.machine.isLocked)
         #expect(s.suspend(for: .hours(1)).started.isEmpty, "nothing starts while locked")
         let ended = s.lockerExits(.exited(1))  // e.g. the locker trips over the display on resume
-        #expect(ended.logs(.warning).contains { $0.contains("taking that as unlocked") })
+        #expect(ended.logs(.error).contains { $0.contains("the screen may NOT be locked") })
+        #expect(ended.lockerStarts == 1, "a failure: locked again at once, not taken as an unlock")
+        s.wait(for: .seconds(30))
+        s.lockerExits(.exited(0))  // the user comes back and unlocks
         #expect(s.machine.locker == .unlocked)
         #expect(s.machine.nextDeadline == s.now + .minutes(10))
         s.wait(for: .hours(2))
-        #expect(s.actions.lockerStarts == 2, "locked again after 10m of idle")
+        #expect(s.actions.lockerStarts == 3, "locked again after 10m of idle")
     }
 
     @Test("with --suspend-resets-idle, coming back after a resume runs the resume commands")

@@ -16,26 +16,26 @@ enum UserAction: Equatable {
 /// 100 ms included) and nights asleep or locked.
 struct UserScript {
     private var random: SplitMix64
-    private var queue: [(at: Millis, action: UserAction)] = []
+    private var queue: [(at: BoottimeInstant, action: UserAction)] = []
     private var head = 0
     /// Boottime up to which actions have been made up.
-    private var cursor: Millis
-    private var dayStart: Millis
+    private var cursor: BoottimeInstant
+    private var dayStart: BoottimeInstant
 
-    init(seed: UInt64, from start: Millis) {
+    init(seed: UInt64, from start: BoottimeInstant) {
         random = SplitMix64(seed: seed)
         cursor = start
         dayStart = start
     }
 
-    var peek: (at: Millis, action: UserAction) {
+    var peek: (at: BoottimeInstant, action: UserAction) {
         mutating get {
             while head == queue.count { makeUpMore() }
             return queue[head]
         }
     }
 
-    mutating func pop() -> (at: Millis, action: UserAction) {
+    mutating func pop() -> (at: BoottimeInstant, action: UserAction) {
         let next = peek
         head += 1
         if head > 4_096 {
@@ -152,28 +152,29 @@ struct MonthSimulation {
     private var clock: Instant
     private var user: UserScript
     private var random: SplitMix64
-    private let end: Millis
+    private let end: BoottimeInstant
 
     /// Monotonic time of the last input or reset the X server counted.
-    private var serverActivity: Millis
+    private var serverActivity: MonotonicInstant
     /// Children's ends the world will report: (time, sequence, role, end, locker instance).
-    private var pending: [(at: Millis, order: Int, role: ProcessRole, end: ProcessEnd, instance: Int)] = []
+    private var pending: [(at: BoottimeInstant, order: Int, role: ProcessRole, end: ProcessEnd, instance: Int)] = []
     private var order = 0
 
     // What really happened, to judge the machine by.
     /// Boottime of the last activity the configuration says counts.
-    private var trueActivity: Millis
+    private var trueActivity: BoottimeInstant
     /// How much later than `trueActivity` the machine may legitimately place activity.
     private let allowance: Millis
     private var lockerAlive = false
+    private var probeAnswerDue = false
     private var lockerInstance = 0
     private var unlockComing = false
     private var awaitingUnlock = false
     private var suspendedAtLastEvent: Millis
     private var firedThisPeriod = -1
     private var resumesOwed: Set<Int> = []
-    private var listeningBound: Millis?
-    private var lastOnUnlock: Millis?
+    private var listeningBound: BoottimeInstant?
+    private var lastOnUnlock: BoottimeInstant?
 
     private let lockAfter: Millis
     private let lockIndex: Int
@@ -228,7 +229,7 @@ struct MonthSimulation {
 
     // MARK: The world
 
-    private mutating func advance(to boottime: Millis) {
+    private mutating func advance(to boottime: BoottimeInstant) {
         let span = boottime - clock.boottime
         check(span >= .zero, "time went back by \(Millis.zero - span)")
         clock.boottime += span
@@ -297,7 +298,7 @@ struct MonthSimulation {
             schedule(role, .exited(0), after: random.span(.seconds(3) ... .seconds(10)))
         case .stage, .resume:
             schedule(role, .exited(0), after: random.span(.ms(50) ... .seconds(1)))
-        case .onUnlock:
+        case .onUnlock, .beforeSleep, .afterResume:
             schedule(role, random.chance(5) ? .exited(1) : .exited(0), after: random.span(.ms(100) ... .seconds(20)))
         }
     }
@@ -346,9 +347,17 @@ struct MonthSimulation {
             case .terminate(let role):
                 check(role != .locker, "the locker was terminated")
                 terminated(role)
-            case .log, .announce:
+            case .log, .announce, .releaseSleepDelay, .setLockedHint, .setIdleHint:
                 break
+            case .probeKeyboard:
+                // The edge answers at once: a running locker grabs the keyboard within
+                // the first probe, as i3lock does.
+                probeAnswerDue = true
             }
+        }
+        if probeAnswerDue {
+            probeAnswerDue = false
+            deliver(.lockerFact(.keyboardGrabbed(lockerAlive)))
         }
 
         // One lock, then one unlock, then the next lock.
@@ -358,7 +367,7 @@ struct MonthSimulation {
             check(!lockerAlive, "unlocked while the locker still runs")
             awaitingUnlock = false
             trueActivity = max(trueActivity, now)  // an unlock restarts the idle period
-            // --on-unlock follows a locker's end (not input that stops the retries), at most once per interval.
+            // --on-unlock follows a locker's end, at most once per interval.
             var lockerEnded = false
             if case .processEnded(.locker, _) = event { lockerEnded = true }
             let due = lockerEnded && config.onUnlock != nil
@@ -407,7 +416,7 @@ struct MonthSimulation {
     }
 
     private mutating func checkRun(_ role: ProcessRole, _ environment: [EnvironmentVariable],
-                                   before: IdleMachine, gapNoticed: Bool, now: Millis) {
+                                   before: IdleMachine, gapNoticed: Bool, now: BoottimeInstant) {
         switch role {
         case .locker:
             check(!lockerAlive, "a second locker while one runs")
@@ -443,6 +452,8 @@ struct MonthSimulation {
             check(resumesOwed.remove(i) != nil, "resume command of stage \(i) that did not fire")
         case .onUnlock:
             check(environment["XIDLELOCK_LOCKED_MS"] != nil, "on-unlock without the time locked")
+        case .beforeSleep, .afterResume:
+            check(false, "\(role) without logind's sleep signals")
         }
     }
 

@@ -1,0 +1,157 @@
+import IdleCore
+import Testing
+
+extension Array where Element == Action {
+    var releasedSleep: Bool { contains(.releaseSleepDelay) }
+    var lockedHints: [Bool] { compactMap { if case .setLockedHint(let b) = $0 { b } else { nil } } }
+    var idleHints: [Bool] { compactMap { if case .setIdleHint(let b) = $0 { b } else { nil } } }
+}
+
+@Suite("The desktop: sleep, the session, logind's hints")
+struct DesktopTests {
+    @Test("before sleep the machine locks, and lets the system sleep once the locker covers the screen")
+    func lockBeforeSleep() {
+        var s = Story(flags: "--lock-after", "10m")
+        s.wait(for: .minutes(2))
+        let asked = s.send(.prepareForSleep(delayLimit: .ms(4500)))
+        #expect(asked.lockerStarts == 1)
+        #expect(!asked.releasedSleep, "the sleep must wait for the screen to be covered")
+        // The grab probe sees the locker's grab 10 ms later: then the sleep may go.
+        let covered = s.wait(for: .ms(10))
+        #expect(covered.releasedSleep)
+        #expect(covered.lockedHints == [true])
+        #expect(s.actions.contains(.announce(.sleeping(covered: true))))
+    }
+
+    @Test("a locker that never covers the screen: the sleep is let go at the delay's end, loudly")
+    func sleepDelayRunsOut() {
+        var s = Story(flags: "--lock-after", "10m")
+        s.lockerGrabsKeyboard = false
+        s.send(.prepareForSleep(delayLimit: .ms(4500)))
+        let early = s.wait(for: .ms(4499))
+        #expect(!early.releasedSleep)
+        let late = s.wait(for: .ms(1))
+        #expect(late.releasedSleep)
+        #expect(late.logs(.error).contains { $0.contains("did not cover the screen before the system had to sleep") })
+        #expect(s.actions.contains(.announce(.sleeping(covered: false))))
+    }
+
+    @Test("already locked: the sleep goes at once; --no-lock-before-sleep never waits")
+    func alreadyLockedOrOff() {
+        var locked = Story(flags: "--lock-after", "1m")
+        locked.wait(for: .minutes(1) + .ms(10))
+        #expect(locked.send(.prepareForSleep(delayLimit: .seconds(4))).releasedSleep)
+        var off = Story(flags: "--lock-after", "1m", "--no-lock-before-sleep")
+        let sleeping = off.send(.prepareForSleep(delayLimit: .seconds(4)))
+        #expect(sleeping.releasedSleep)
+        #expect(sleeping.lockerStarts == 0)
+    }
+
+    @Test("the before-sleep and after-resume hooks run at their edges")
+    func sleepHooks() {
+        var s = Story(flags: "--before-sleep", "pre", "--after-resume", "post")
+        #expect(s.send(.prepareForSleep(delayLimit: .seconds(4))).commands(.beforeSleep) == ["pre"])
+        let resumed = s.send(.resumedFromSleep)
+        #expect(resumed.commands(.afterResume) == ["post"])
+        #expect(resumed.contains(.announce(.resumed)))
+    }
+
+    @Test("the session's Lock locks now; during the retry backoff it tries again now")
+    func lockRequest() {
+        var s = Story(flags: "--lock-after", "1h")
+        #expect(s.send(.lockRequest(from: "logind")).lockerStarts == 1)
+        s.advance(by: .seconds(2))
+        s.lockerExits(.exited(1))  // fails: restarted at once
+        s.advance(by: .ms(100))
+        s.lockerExits(.exited(1))  // fails again: the next try in 1 s
+        #expect(s.send(.lockRequest(from: "logind")).lockerStarts == 1, "tries again now")
+    }
+
+    @Test("while another session is in front no stage fires; when ours is back the idle period restarts")
+    func inactiveSession() {
+        var s = Story(flags: "--lock-after", "10m")
+        s.wait(for: .minutes(1))
+        s.send(.sessionActive(false))
+        s.wait(for: .hours(1))
+        #expect(s.actions.lockerStarts == 0)
+        s.send(.sessionActive(true))
+        let back = s.now
+        s.expectLock(1, exactlyAt: back + .minutes(10))
+    }
+
+    @Test("IdleHint is set at the lock time and cleared by activity; LockedHint follows the locker")
+    func hints() {
+        var s = Story(flags: "--lock-after", "10m")
+        let atLock = s.wait(for: .minutes(10) + .ms(10))
+        #expect(atLock.idleHints == [true])
+        #expect(atLock.lockedHints == [true])
+        s.advance(by: .seconds(30))
+        let unlocked = s.lockerExits(.exited(0))
+        #expect(unlocked.lockedHints == [false])
+        #expect(unlocked.idleHints == [false])
+    }
+}
+
+@Suite("The X server's keep-awake signals")
+struct XKeepAwakeTests {
+    func reading(_ state: ScreenSaverReading.State, idle: Int64, til: Int64 = 0, timeout: Int64 = 600_000) -> ScreenSaverReading {
+        ScreenSaverReading(state: state, idle: .ms(idle), tilOrSince: .ms(til), timeout: .ms(timeout))
+    }
+
+    @Test("xset s off while running is a hold; off at start is the user's setting")
+    func saverOff() {
+        var running = XKeepAwake(atStart: reading(.off, idle: 10, til: 599_990))
+        #expect(running.update(reading(.disabled, idle: 20, timeout: 0)) == [.began(.saverOff)])
+        #expect(running.update(reading(.disabled, idle: 30, timeout: 0)) == [])
+        #expect(running.update(reading(.off, idle: 40, til: 599_960)) == [.ended(.saverOff)])
+        var offAtStart = XKeepAwake(atStart: reading(.disabled, idle: 10, timeout: 0))
+        #expect(offAtStart.offAtStart)
+        #expect(offAtStart.update(reading(.disabled, idle: 20, timeout: 0)) == [])
+    }
+
+    @Test("a client's suspension shows only a second past the timeout: Off with nothing left to wait")
+    func suspension() {
+        var x = XKeepAwake(atStart: reading(.off, idle: 0, til: 600_000))
+        #expect(x.update(reading(.off, idle: 600_000, til: 0)) == [], "right at the timeout the server may not have turned its saver on yet")
+        #expect(x.update(reading(.off, idle: 601_000, til: 0)) == [.began(.suspended)])
+        #expect(x.update(reading(.on, idle: 602_000, til: 2000)) == [.ended(.suspended)], "an unsuspended server says On")
+        #expect(x.update(reading(.off, idle: 5, til: 599_995)) == [])
+    }
+
+    @Test("the saver timeout is lowered to 2 s before the lock time, only when it is longer; never when off")
+    func timeoutToSet() {
+        #expect(XKeepAwake.timeoutToSet(server: .minutes(10), lockAfter: .minutes(5)) == .seconds(298))
+        #expect(XKeepAwake.timeoutToSet(server: .minutes(10), lockAfter: .minutes(15)) == nil)
+        #expect(XKeepAwake.timeoutToSet(server: .zero, lockAfter: .minutes(5)) == nil)
+        #expect(XKeepAwake.timeoutToSet(server: .minutes(10), lockAfter: .seconds(1)) == .seconds(1))
+    }
+
+    @Test("xset s activate is a forced activation; the timeout's own is not")
+    func forcedActivation() {
+        #expect(XKeepAwake.isForcedActivation(reading(.on, idle: 50, timeout: 600_000)))
+        #expect(!XKeepAwake.isForcedActivation(reading(.on, idle: 600_010, timeout: 600_000)))
+        #expect(!XKeepAwake.isForcedActivation(reading(.off, idle: 50)))
+    }
+}
+
+@Suite("The before-sleep hook runs inside the sleep delay")
+struct BeforeSleepTests {
+    @Test("the sleep waits for the hook as well as for the lock, within the delay")
+    func sleepWaitsForTheHook() {
+        var s = Story(flags: "--before-sleep", "sync-mail")
+        s.send(.prepareForSleep(delayLimit: .seconds(4)))
+        let covered = s.wait(for: .ms(10))
+        #expect(!covered.releasedSleep, "the hook still runs")
+        let hookEnded = s.send(.processEnded(.beforeSleep, .exited(0)))
+        #expect(hookEnded.releasedSleep)
+    }
+
+    @Test("a hook that hangs is cut off by the delay: the sleep goes, with a warning")
+    func hangingHook() {
+        var s = Story(flags: "--before-sleep", "hang", "--no-lock-before-sleep")
+        s.send(.prepareForSleep(delayLimit: .seconds(4)))
+        let end = s.wait(for: .seconds(4))
+        #expect(end.releasedSleep)
+        #expect(end.logs(.warning).contains { $0.contains("before-sleep hook did not end") })
+    }
+}
