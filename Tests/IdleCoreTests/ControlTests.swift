@@ -311,7 +311,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         guard case .array(let inhibitors) = status["inhibitors"] else { Issue.record("no inhibitors"); return }
         #expect(inhibitors.first?["remaining_ms"]?.integer == 90_000)
         #expect(inhibitors.first?["who"]?.string == "pid 5 (mpv)")
-        #expect(HumanText.status(status).contains("inhibited by pid 5 (mpv) (1m30s left): film"))
+        #expect(HumanText.status(status).contains("inhibited by pid 5 (mpv) [socket] (1m30s left): film"))
     }
 }
 

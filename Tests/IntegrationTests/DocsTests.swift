@@ -95,11 +95,13 @@ private func docsOptions(_ text: String) -> [DocsOption] {
 private func docsHelp() throws -> (main: String, commands: [DocsCommand], otherUsage: [String]) {
     let main = try docsRun(["--help"])
     let lines = main.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-    // USAGE: the first line after "USAGE: ", then the lines indented under it.
+    // USAGE: the first line after "USAGE: ", then the synopsis lines right under it.
+    // Only those: wrapped help lines further down are indented too.
     var usage: [String] = []
     if let start = lines.firstIndex(where: { $0.hasPrefix("USAGE: ") }) {
         usage.append(String(lines[start].dropFirst("USAGE: ".count)))
-        for line in lines[(start + 1)...] where line.hasPrefix("       ") {
+        for line in lines[(start + 1)...] {
+            guard line.hasPrefix("       xidlelock ") else { break }
             usage.append(line.trimmingCharacters(in: .whitespaces))
         }
     }
@@ -126,6 +128,28 @@ private func docsKnownFlags(_ help: (main: String, commands: [DocsCommand], othe
         for match in line.matches(of: /--[a-z][a-z-]*/) { flags.insert(String(match.output)) }
     }
     return flags
+}
+
+/// A usage form is a synopsis: `xidlelock` followed by a command of the table, an
+/// option, or a bracketed part; never a fragment of a wrapped help line.
+@Test func docsUsageFormsAreSynopses() throws {
+    let help = try docsHelp()
+    let names = Set(Invocation.commands.map(\.name) + ["help", "COMMAND"])
+    for form in help.commands.flatMap(\.usage) + help.otherUsage {
+        let words = form.split(separator: " ")
+        #expect(words.first == "xidlelock", "not a synopsis: '\(form)'")
+        guard words.count > 1 else { continue }
+        let second = words[1].trimmingCharacters(in: CharacterSet(charactersIn: "[],"))
+        #expect(names.contains(second) || second.hasPrefix("-") || words[1].hasPrefix("["),
+                "'\(form)' reads as a usage form but names no command or option")
+    }
+    let readme = try String(contentsOf: docsPackageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+    for line in readme.split(separator: "\n") where line.hasPrefix("`xidlelock ") {
+        let form = line.dropFirst().prefix { $0 != "`" }
+        let second = form.split(separator: " ").dropFirst().first.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "[],")) } ?? ""
+        #expect(names.contains(second) || second.hasPrefix("-") || second.isEmpty,
+                "README.md lists '\(form)' as a command")
+    }
 }
 
 @Test func docsHelpListsEveryCommandAndFlagOfTheTable() throws {
