@@ -8,6 +8,10 @@ func emit(_ text: String, to fd: Int32) {
     text.withUTF8 { _ = write(fd, $0.baseAddress, $0.count) }
 }
 
+// Before anything opens a descriptor: a closed 0, 1 or 2 would be handed to the X
+// connection or the lock file, and log lines written into it.
+StandardStreams.ensureOpen()
+
 let status: Int32
 do {
     switch try Invocation.parse(Array(CommandLine.arguments.dropFirst())) {
