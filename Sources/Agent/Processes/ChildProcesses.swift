@@ -17,6 +17,8 @@ final class ChildProcesses: EventSource {
     var lockerRecord: LockerRecord?
     /// A locker started by an earlier agent (not our child).
     var adoptedLocker: pid_t?
+    /// Taken when the agent starts, before any client can use descriptors up.
+    private let reserve = DescriptorReserve()
 
     init(now: @escaping () -> MonotonicInstant = { SystemClock.now().monotonic }) {
         self.now = now
@@ -32,14 +34,19 @@ final class ChildProcesses: EventSource {
             Log.write(.error, "refusing to start a second locker while pid \(pid) runs")
             return nil
         }
+        // Even when clients have used up every descriptor, the child starts and the
+        // locker is recorded.
+        let started: Result<pid_t, SystemError> = reserve.whileReleased {
+            let result = Result { () throws(SystemError) in try request.spawn() }
+            if role == .locker, case .success(let pid) = result { lockerRecord?.save(pid) }
+            return result
+        }
         let pid: pid_t
-        do {
-            pid = try request.spawn()
-        } catch {
-            return .failedToStart(String(cString: strerror(error.code)))
+        switch started {
+        case .success(let child): pid = child
+        case .failure(let error): return .failedToStart(String(cString: strerror(error.code)))
         }
         running[pid] = Child(role: role, stop: request.stop)
-        if role == .locker { lockerRecord?.save(pid) }
         Log.debug("started \(role) as pid \(pid): \(request.arguments.joined(separator: " "))")
         return nil
     }

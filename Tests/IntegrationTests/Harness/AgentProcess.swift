@@ -21,10 +21,19 @@ final class AgentProcess {
     let process: Process
     let logFile: URL
 
-    init(_ arguments: [String], environment: [String: String], in directory: URL, logFile: URL) throws {
+    /// With `shell`, the agent is started by `/bin/sh -c SHELL xidlelock ARGUMENTS…`: the
+    /// script changes what the agent starts with (closed descriptors, an ignored signal, a
+    /// limit) and ends with `exec "$0" "$@"`, so that the agent keeps the process's pid.
+    init(_ arguments: [String], environment: [String: String], in directory: URL, logFile: URL,
+         shell: String? = nil) throws {
         self.logFile = logFile
-        process = try startProcess(agentBinary, arguments, environment: environment, in: directory,
-                                   stdout: logFile, stderr: logFile)
+        if let shell {
+            process = try startProcess("/bin/sh", ["-c", shell, agentBinary] + arguments, environment: environment,
+                                       in: directory, stdout: logFile, stderr: logFile)
+        } else {
+            process = try startProcess(agentBinary, arguments, environment: environment, in: directory,
+                                       stdout: logFile, stderr: logFile)
+        }
     }
 
     var pid: Int32 { process.processIdentifier }
@@ -44,7 +53,13 @@ final class AgentProcess {
         }
     }
 
-    func send(_ signal: Int32) { kill(pid, signal) }
+    /// The test sent it a signal: its exit is on purpose, not a failure of what a test waits for.
+    private(set) var signalled = false
+
+    func send(_ signal: Int32) {
+        signalled = true
+        kill(pid, signal)
+    }
 
     func terminate() { send(SIGTERM) }
 

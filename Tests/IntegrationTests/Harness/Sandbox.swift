@@ -9,6 +9,7 @@ final class Sandbox {
     let directory: URL
     private(set) var server: XvfbServer?
     private(set) var buses: Buses?
+    private var serverArguments: [String] = []
     private var agents: [AgentProcess] = []
     private var background: [(process: Process, what: String)] = []
     private var commands = 0
@@ -20,6 +21,7 @@ final class Sandbox {
                         _ body: (Sandbox) async throws -> R) async throws -> R {
         let sandbox = try Sandbox()
         do {
+            sandbox.serverArguments = serverArguments
             if display { sandbox.server = try await XvfbServer(in: sandbox.directory, extraArguments: serverArguments) }
             if buses { sandbox.buses = try await Buses(in: sandbox.directory) }
             let result = try await body(sandbox)
@@ -29,6 +31,17 @@ final class Sandbox {
             await sandbox.tearDown()
             throw error
         }
+    }
+
+    /// Stops this test's X server and starts a new one on the same display number, as
+    /// after a logout and a new login: clients of the old server lose their connection.
+    /// The display number should be one no other test's server takes in between (start
+    /// the first server on a high number of its own with `serverArguments: [":N"]`).
+    func restartServer() async throws {
+        guard let old = server else { return }
+        await old.stop()
+        server = nil
+        server = try await XvfbServer(in: directory, extraArguments: serverArguments.filter { !$0.hasPrefix(":") } + [old.display])
     }
 
     private init() throws {
@@ -55,12 +68,14 @@ final class Sandbox {
 
     // MARK: Processes
 
-    /// Starts the agent with `arguments`; `changes` sets (or with nil removes) variables.
-    func startAgent(_ arguments: [String], environment changes: [String: String?] = [:]) throws -> AgentProcess {
+    /// Starts the agent with `arguments`; `changes` sets (or with nil removes) variables;
+    /// `shell` starts it through a shell script (see `AgentProcess`).
+    func startAgent(_ arguments: [String], environment changes: [String: String?] = [:],
+                    shell: String? = nil) throws -> AgentProcess {
         var env = environment
         for (name, value) in changes { env[name] = value }
         let log = directory.appending(path: agents.isEmpty ? "agent.log" : "agent-\(agents.count + 1).log")
-        let agent = try AgentProcess(arguments, environment: env, in: directory, logFile: log)
+        let agent = try AgentProcess(arguments, environment: env, in: directory, logFile: log, shell: shell)
         agents.append(agent)
         return agent
     }
@@ -149,12 +164,13 @@ final class Sandbox {
     }
 
     /// A wait whose failure message carries the agents' logs, and which fails at once if
-    /// an agent has exited before the condition held (nothing more is coming).
+    /// an agent has exited before the condition held (nothing more is coming), unless the
+    /// test itself sent it a signal.
     func waitUntil(_ what: String, timeout: Duration = generousTimeout, every interval: Duration = .milliseconds(25),
                    _ condition: () async throws -> Bool) async throws {
         try await IntegrationTests.waitUntil(what, timeout: timeout, every: interval, context: agentLogs) {
             if try await condition() { return true }
-            if let agent = agents.first(where: { !$0.process.isRunning }) {
+            if let agent = agents.first(where: { !$0.process.isRunning && !$0.signalled }) {
                 throw AgentExited(waitingFor: what, exit: Exit(agent.process), log: agentLogs())
             }
             return false
@@ -169,7 +185,8 @@ final class Sandbox {
 
     /// Stops the agents, kills every process whose pid a script recorded in a `*.pid` or
     /// `*.pids` file (its whole session: hooks run in their own), ends the background
-    /// commands, the buses and the X server, and removes the directory (kept when
+    /// commands, the buses and every other process whose working directory is the
+    /// sandbox, stops the X server and removes the directory (kept when
     /// XIDLELOCK_KEEP_TEMP is set).
     func tearDown() async {
         for agent in agents where agent.process.isRunning {
@@ -185,6 +202,12 @@ final class Sandbox {
             _ = try? await process.waitForExit(what, timeout: .seconds(5))
         }
         await buses?.stop()
+        // And whatever else still works here, recorded or not: a locker that forked and
+        // left (i3lock without -n), a locker of a killed agent.
+        let serverPid = server?.process.processIdentifier
+        for pid in ProcInfo.allPids where pid != serverPid && isAlive(pid) && ownsProcess(pid) {
+            kill(pid, SIGKILL)
+        }
         await server?.stop()
         if ProcessInfo.processInfo.environment["XIDLELOCK_KEEP_TEMP"] == nil {
             try? FileManager.default.removeItem(at: directory)
