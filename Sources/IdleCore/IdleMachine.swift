@@ -602,8 +602,9 @@ public struct IdleMachine: Sendable {
             // A retry due now starts from fireDueStages, after the other checks.
         case .retryNow:
             startLocker(now, &out)
-        case .retryHeldOff(let until):
-            out.append(.log(.error, "the keyboard is grabbed, most likely by a detached copy of the locker: not starting another; checking again in \(until - now.boottime)"))
+        case .retryHeldOff(let until, let again):
+            // Said once loudly; then quietly, with the checks backing off to once a minute.
+            out.append(.log(again ? .debug : .error, "the keyboard is grabbed, most likely by a detached copy of the locker: not starting another; checking again in \(until - now.boottime)"))
         case .unlocked(let lockedFor, let covered):
             unlocked(lockedFor: lockedFor, covered: covered, now, &out)
         }

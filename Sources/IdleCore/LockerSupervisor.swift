@@ -102,7 +102,8 @@ public enum LockerVerdict: Equatable, Sendable {
     case retryNow
     /// A retry was due, but the keyboard is grabbed: a detached locker (one that
     /// forked and returned) probably holds the screen. No second one is started.
-    case retryHeldOff(until: BoottimeInstant)
+    /// `again`: it was held off before (said once, loudly).
+    case retryHeldOff(until: BoottimeInstant, again: Bool)
 }
 
 /// The locker's supervision rules, in one place. A pure value: facts and the time
@@ -125,6 +126,8 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// The last failure was an exit 0 at once: a detached locker may hold the
     /// keyboard, so a retry first checks that the keyboard is free.
     public private(set) var lastReturnedAtOnce = false
+    /// Retries held off in a row because the keyboard was grabbed.
+    var heldOff = 0
 
     /// How long the grab probe looks for the locker's keyboard grab. i3lock gives
     /// up grabbing after about 2.3 s (and exits 1); lockers that never grab (a
@@ -173,6 +176,7 @@ public struct LockerSupervisor: Equatable, Sendable {
         var attempt = 1
         if case .retrying(_, let a) = state { attempt = a }
         if attempt == 1 { lockedSince = now }
+        heldOff = 0
         state = .running(since: now, attempt: attempt, cover: .unknown, adopted: false)
         lastProbe = nil
         return attempt
@@ -200,8 +204,9 @@ public struct LockerSupervisor: Equatable, Sendable {
             return .none
         case (.keyboardGrabbed(let grabbed), .running(let since, let attempt, .unknown, let adopted)):
             if grabbed == true {
-                // It held the screen: the count of failed attempts starts again.
-                state = .running(since: since, attempt: 1, cover: .covered(since: now), adopted: adopted)
+                // The count of failed attempts starts again only once it has held the
+                // screen a while (see `fail`): a grab seen may be another client's.
+                state = .running(since: since, attempt: attempt, cover: .covered(since: now), adopted: adopted)
                 lastReturnedAtOnce = false
                 return .covered(after: now - since)
             }
@@ -211,8 +216,9 @@ public struct LockerSupervisor: Equatable, Sendable {
         case (.keyboardGrabbed(let grabbed), .retrying(_, let attempt)):
             guard grabbed == true, lastReturnedAtOnce else { return .retryNow }
             let next = now + retryDelay(attempt: Swift.max(attempt, 2))
-            state = .retrying(at: next, attempt: attempt)
-            return .retryHeldOff(until: next)
+            state = .retrying(at: next, attempt: attempt + 1)
+            heldOff += 1
+            return .retryHeldOff(until: next, again: heldOff > 1)
         case (.keyboardGrabbed, _):
             return .none
         case (.failedToStart(let reason), _):
@@ -247,9 +253,15 @@ public struct LockerSupervisor: Equatable, Sendable {
     mutating func fail(_ failure: LockerFailure, at now: BoottimeInstant) -> LockerVerdict {
         var attempt = 1
         switch state {
+        case .running(_, let a, .covered(let coveredSince), _):
+            // A locker that held the screen for the grab deadline was a working one:
+            // its failure is a first failure, retried at once. (i3lock that could not
+            // grab because another client held the keyboard fails before that.)
+            attempt = now - coveredSince >= grabDeadline ? 1 : a
         case .running(_, let a, _, _), .retrying(_, let a): attempt = a
         case .unlocked: lockedSince = now
         }
+        heldOff = 0
         if case .returnedAtOnce = failure {} else { lastReturnedAtOnce = false }
         lastFailure = failure
         lastFailureAt = now

@@ -60,16 +60,27 @@ struct LockerSupervisorTests {
         #expect(delays == [0, 1, 2, 4, 8, 16, 32, 60, 60, 60].map { Millis.seconds($0) })
     }
 
-    @Test("the grab seen restarts the count of attempts; a probe after the deadline means not covering")
-    func coverAndCount() {
+    @Test("the count of attempts restarts once the locker has held the screen for 3 s; a probe past the deadline means not covering",
+          arguments: [(Millis.seconds(1), Millis.seconds(1)), (.seconds(3), .zero), (.hours(1), .zero)])
+    func coverAndCount(heldFor: Millis, retryIn: Millis) {
         var supervisor = LockerSupervisor()
-        _ = supervisor.starting(at: LockerSupervisorTests.start)
-        _ = supervisor.handle(.exited(1), at: LockerSupervisorTests.start + .ms(100))
-        #expect(supervisor.starting(at: LockerSupervisorTests.start + .ms(100)) == 2)
-        #expect(supervisor.handle(.keyboardGrabbed(false), at: LockerSupervisorTests.start + .ms(110)) == .none)
-        #expect(supervisor.handle(.keyboardGrabbed(true), at: LockerSupervisorTests.start + .ms(130)) == .covered(after: .ms(30)))
-        guard case .running(_, let attempt, .covered, _) = supervisor.state else { Issue.record("\(supervisor.state)"); return }
-        #expect(attempt == 1)
+        let t0 = LockerSupervisorTests.start
+        _ = supervisor.starting(at: t0)
+        _ = supervisor.handle(.exited(1), at: t0 + .ms(100))
+        #expect(supervisor.starting(at: t0 + .ms(100)) == 2)
+        #expect(supervisor.handle(.keyboardGrabbed(false), at: t0 + .ms(110)) == .none)
+        #expect(supervisor.handle(.keyboardGrabbed(true), at: t0 + .ms(130)) == .covered(after: .ms(30)))
+        // A grab seen may be another client's: i3lock that could not grab fails 2.3 s in,
+        // and is retried with the growing delay; one that held for 3 s is retried at once.
+        guard case .failed(_, let retryAt, _) = supervisor.handle(.exited(1), at: t0 + .ms(130) + heldFor) else {
+            Issue.record("\(supervisor.state)")
+            return
+        }
+        #expect(retryAt - (t0 + .ms(130) + heldFor) == retryIn)
+    }
+
+    @Test("a locker that never grabs is not covering once the deadline passes; no more probes")
+    func notCovering() {
         var never = LockerSupervisor()
         _ = never.starting(at: LockerSupervisorTests.start)
         #expect(never.handle(.keyboardGrabbed(false), at: LockerSupervisorTests.start + .seconds(3)) == .notCovering)
