@@ -13,11 +13,20 @@ public enum ClientText {
                 out.unicodeScalars.append(scalar)
             }
         }
-        guard out.utf8.count > maxBytes else { return out }
+        return clipped(out, maxBytes: maxBytes)
+    }
+
+    /// At most `maxBytes` of UTF-8, cut between characters and marked with "…"; never
+    /// emptied by a cut inside a character.
+    public static func clipped(_ text: String, maxBytes: Int = 256) -> String {
+        guard text.utf8.count > maxBytes else { return text }
         var cut = ""
-        for c in out {
-            if cut.utf8.count + c.utf8.count + 3 > maxBytes { break }
+        var bytes = 0
+        for c in text {
+            let size = c.utf8.count
+            if bytes + size + 3 > maxBytes { break }  // "…" takes 3 bytes
             cut.append(c)
+            bytes += size
         }
         return cut + "…"
     }

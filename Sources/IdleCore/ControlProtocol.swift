@@ -45,8 +45,8 @@ public enum ControlRequest: Equatable, Sendable {
         case "quit": return .quit
         case "disable": return .disable(duration: try duration())
         case "inhibit":
-            let why = json["why"]?.string ?? ""
-            guard why.utf8.count <= 256 else { throw ProtocolError("\"why\" is longer than 256 bytes") }
+            // Cut, not refused: a client library that says a little too much still inhibits.
+            let why = ClientText.clipped(json["why"]?.string ?? "")
             return .inhibit(why: why, duration: try duration())
         default:
             throw ProtocolError("unknown command '\(cmd.prefix(40))'")

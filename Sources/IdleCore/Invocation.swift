@@ -247,8 +247,7 @@ struct ClientOptions {
     }
     static let json = OptionSpec<ClientOptions>("--json", nil, "Print JSON (the protocol's own objects).") { o, _ in o.json = true }
     static let why = OptionSpec<ClientOptions>("--why", "TEXT", "Why, shown by status and events.") { o, v throws(UsageError) in
-        guard v.utf8.count <= 256 else { throw UsageError("--why: longer than 256 bytes") }
-        o.why = v
+        o.why = ClientText.clipped(v)
     }
     static func duration(_ help: String) -> OptionSpec<ClientOptions> {
         OptionSpec("--for", "DURATION", help) { o, v throws(UsageError) in o.duration = try IdleCore.duration(v, for: "--for") }
@@ -291,7 +290,7 @@ struct ClientOptions {
             // Without --why, the command says why: `while running: mpv film.mkv`.
             var why = options.why
             if why.isEmpty && !parsed.positionals.isEmpty {
-                why = String("while running: \(parsed.positionals.joined(separator: " "))".utf8.prefix(256)) ?? ""
+                why = ClientText.clipped("while running: \(parsed.positionals.joined(separator: " "))")
             }
             client = ClientCommand(.inhibit(why: why, duration: options.duration))
             client.command = parsed.positionals

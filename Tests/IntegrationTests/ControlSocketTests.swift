@@ -318,6 +318,39 @@ let holdingLocker = Script.grabbingLocker()
         }
     }
 
+    @Test("one agent per display whatever its spelling: :N and unix:N.0 are one display, one socket",
+          arguments: ["unix:%d.0", ":%d.0", "unix/:%d"])
+    func oneAgentPerDisplaySpelling(spelling: String) async throws {
+        try await Sandbox.with { s in
+            let runtime = s.path("run")
+            try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+            let display = try #require(s.display)
+            let number = Int(display.dropFirst()) ?? -1
+            let other = spelling.replacingOccurrences(of: "%d", with: "\(number)")
+            let first = try s.startAgent(["--lock-after", "1h", "--locker", "true"], environment: ["XDG_RUNTIME_DIR": runtime])
+            try await first.waitForLog(containing: "started")
+            let second = try s.startAgent(["--lock-after", "1h", "--locker", "true"],
+                                          environment: ["XDG_RUNTIME_DIR": runtime, "DISPLAY": other])
+            #expect(try await second.waitForExit() == .exited(73), "DISPLAY=\(other) started a second agent\n\(second.log)")
+            #expect(second.log.contains("pid \(first.pid)"), "\(second.log)")
+        }
+    }
+
+    @Test("client text cannot forge log lines or reach a terminal's escapes, and is cut between characters")
+    func hostileClientText() async throws {
+        try await Sandbox.with { s in
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", "true"])
+            let why = "film\nxidlelock: error: forged line\u{1b}[2J" + String(repeating: "é", count: 140)
+            #expect(try await s.client("inhibit", "--why", why, "--for", "1h").exit == .exited(0))
+            let status = try await s.client("status")
+            #expect(!status.stdout.unicodeScalars.contains { $0.value == 0x1B }, "an escape reached the terminal")
+            #expect(status.stdout.contains("film\\u{a}xidlelock: error: forged line\\u{1b}[2J"), "\(status.stdout)")
+            #expect(status.stdout.contains("éé"), "the text was emptied by a cut inside a character")
+            try await agent.waitForLog(containing: "inhibited by")
+            #expect(!agent.log.split(separator: "\n").contains { $0.hasPrefix("xidlelock: error: forged") }, "\(agent.log)")
+        }
+    }
+
     @Test("an agent that died leaves a stale socket, which the next agent replaces")
     func staleSocketReplaced() async throws {
         try await Sandbox.with { s in

@@ -10,9 +10,12 @@ enum SocketPath {
         guard let display = environment("DISPLAY"), !display.isEmpty else {
             throw .unavailable("DISPLAY is not set: cannot tell which agent to talk to (give --socket PATH)")
         }
-        // ":0" → "0", "host:1.0" → "host_1.0": one agent per user and display.
-        var name = display.hasPrefix(":") ? String(display.dropFirst()) : display
-        name = String(name.map { $0 == "/" || $0 == ":" ? "_" : $0 })
+        // One agent per user and display, whatever its spelling: ":0", ":0.0", "unix:0"
+        // all name display 0 (socket "0.sock"); "host:1.0" is "host_1".
+        guard let parsed = DisplayName(display) else {
+            throw .unavailable("DISPLAY '\(display)' is not an X display name (e.g. :0)")
+        }
+        let name = parsed.socketName
         let directory: String
         if let runtime = environment("XDG_RUNTIME_DIR"), runtime.hasPrefix("/") {
             directory = "\(runtime)/xidlelock"
