@@ -480,19 +480,31 @@ uint64_t xil_logind_delay_max_usec(sd_bus *bus) {
     return r < 0 || usec == 0 ? 5 * 1000000ULL : usec;
 }
 
+/* Each hint's refusal is said once: sessions of type tty (startx) refuse
+ * SetIdleHint every time. */
+struct hint {
+    const char *method;
+    const struct xil_desktop_callbacks *cb;
+    int refused;
+};
+static struct hint hints[2] = {{"SetLockedHint", NULL, 0}, {"SetIdleHint", NULL, 0}};
+
 static int hint_answered(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    if (p_sd_bus_message_is_method_error(m, NULL)) {
+    struct hint *hint = userdata;
+    if (p_sd_bus_message_is_method_error(m, NULL) && !hint->refused) {
+        hint->refused = 1;
         const sd_bus_error *e = p_sd_bus_message_get_error(m);
-        say(cb, 1, "logind refused a session hint: %s", e && e->message ? e->message : "?");
+        say(hint->cb, 1, "logind refused %s (said once): %s", hint->method, e && e->message ? e->message : "?");
     }
     return 0;
 }
 
 int xil_logind_session_hint(sd_bus *bus, const struct xil_desktop_callbacks *cb, const char *session_path,
                             const char *method, int value) {
-    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, session_path, SESSION, method, hint_answered, (void *)cb, "b", value);
+    struct hint *hint = strcmp(method, hints[0].method) == 0 ? &hints[0] : &hints[1];
+    hint->cb = cb;
+    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, session_path, SESSION, method, hint_answered, hint, "b", value);
 }
 
 int xil_logind_session_active(sd_bus *bus, const char *session_path) {
