@@ -140,6 +140,35 @@ extension DesktopTests {
             }
         }
 
+        @Test("the sleep delay reaches a locker that knows the protocol, only while the sleep is pending, at XSS_SLEEP_LOCK_FD; never others",
+              arguments: [true, false])
+        func sleepLockHandOff(transfer: Bool) async throws {
+            // The locker writes what it got (checked with the builtin `[`, before any
+            // command substitution opens a pipe at fd 3), closes the delay (as xsecurelock
+            // does once it covers the screen) and holds the screen.
+            let locker = """
+                if [ -e /proc/self/fd/3 ]; then o=yes; else o=no; fi; \
+                echo "fd=${XSS_SLEEP_LOCK_FD:-none} open=$o" >> handoff.log; \
+                exec 3>&-; \(Script.grabbingLocker())
+                """
+            try await Sandbox.with(buses: true) { s in
+                let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", locker]
+                                                             + (transfer ? ["--transfer-sleep-lock"] : []))
+                let cycle = try SleepCycle(await s.bus(["sleep-cycle", "--timeout", "15", "--pids", "lockers.pids"]))
+                #expect(cycle.released != nil, "\(agent.log)")
+                let got = try await s.waitForLines("handoff.log")
+                #expect(got == [transfer ? "fd=3 open=yes" : "fd=none open=no"], "\(got)")
+                // Not in a sleep: a lock on request never gets the delay.
+                s.touch("unlock")
+                try await agent.waitForLog(containing: "unlocked after")
+                try FileManager.default.removeItem(atPath: s.path("unlock"))
+                #expect(try await s.client("lock").exit == .exited(0))
+                let second = try await s.waitForLines("handoff.log", count: 2)
+                #expect(second.last == "fd=none open=no", "\(second)")
+                s.touch("unlock")
+            }
+        }
+
         @Test("a locker that never covers the screen: the delay is released at the bounded wait, with an error")
         func lockerThatNeverCovers() async throws {
             try await Sandbox.with(buses: true) { s in
