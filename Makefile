@@ -60,9 +60,14 @@ run: release
 
 # One release build per run: `packaging-check` builds it (through `deb`) and
 # everything after reuses it.
+# The unit tests run all at once; the integration tests (each with its own Xvfb,
+# agents, lockers, and for some two dbus-daemons and logind's mock) three at a
+# time: all at once, on 2 cores, they starve the timing tests beside them.
+TESTBIN = .build/debug/xidlelockPackageTests.xctest
 test: test-deps
-	$(SWIFT) build
-	$(SWIFT) test
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --filter 'IdleCoreTests|AgentTests'
+	$(TESTBIN) --testing-library swift-testing --filter IntegrationTests --experimental-maximum-parallelization-width 3
 	$(MAKE) packaging-check
 
 install: release
