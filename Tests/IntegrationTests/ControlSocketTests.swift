@@ -168,15 +168,15 @@ let holdingLocker = Script.grabbingLocker()
     @Test("inhibit --for holds the lock off; when it ends the overdue lock comes at once")
     func inhibitForADuration() async throws {
         try await Sandbox.with { s in
-            let agent = try await s.startDisabledAgent(lockAfter: "2s")
-            #expect(try await s.client("inhibit", "--why", "slides", "--for", "4s").exit == .exited(0))
+            let agent = try await s.startDisabledAgent(lockAfter: "4s")
+            #expect(try await s.client("inhibit", "--why", "slides", "--for", "6s").exit == .exited(0))
             #expect(try await s.client("enable").exit == .exited(0))
             let status = try await s.status()
             #expect(status["state"] as? String == "inhibited")
             let inhibitors = try #require(status["inhibitors"] as? [[String: Any]])
             #expect(inhibitors.first?["why"] as? String == "slides")
             // Idle passes the lock time while inhibited: nothing may happen.
-            try await s.waitUntil("the server idle to pass the lock time well") { try await s.serverIdle() > 3000 }
+            try await s.waitUntil("the server idle to pass the lock time well") { try await s.serverIdle() > 5000 }
             #expect(!s.exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
             // The hold ends by itself; the stages re-arm from the current idle time.
             _ = try await s.waitForLines("lockers.pids")
@@ -188,7 +188,7 @@ let holdingLocker = Script.grabbingLocker()
     @Test("inhibit -- CMD holds the lock off while CMD runs, then exits with its status")
     func inhibitWhileACommandRuns() async throws {
         try await Sandbox.with { s in
-            let agent = try await s.startDisabledAgent(lockAfter: "2s")
+            let agent = try await s.startDisabledAgent(lockAfter: "4s")
             let command = "touch started; while [ ! -e done ]; do sleep 0.02; done; exit 7"
             let process = try startProcess(agentBinary, ["inhibit", "--socket", s.socket, "--", "sh", "-c", command],
                                            environment: s.environment, in: s.directory,
@@ -201,7 +201,7 @@ let holdingLocker = Script.grabbingLocker()
             let inhibitors = try #require(status["inhibitors"] as? [[String: Any]])
             #expect(inhibitors.first?["why"] as? String == "while running: sh -c \(command)")
             #expect(inhibitors.first?["remaining_ms"] is NSNull)
-            try await s.waitUntil("the server idle to pass the lock time well") { try await s.serverIdle() > 3000 }
+            try await s.waitUntil("the server idle to pass the lock time well") { try await s.serverIdle() > 5000 }
             #expect(!s.exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
             s.touch("done")
             #expect(try await process.waitForExit("inhibit") == .exited(7))

@@ -284,7 +284,7 @@ extension DesktopTests {
               arguments: [(paths[0], paths[1]), (paths[1], paths[0])])
         func inhibit(uninhibitPath: String, exitPath: String) async throws {
             // Long enough for the test to set up the hold of a disabled agent on a loaded machine.
-            let lockAfter = 2000
+            let lockAfter = 4000
             try await Sandbox.with(buses: true) { s in
                 let agent = try await s.startDisabledBusAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.grabbingLocker()])
                 let first = try s.startBusHelper(["ss-inhibit", uninhibitPath, "app-one", "reason one", "--until", "release1", "--uninhibit"],
@@ -526,7 +526,7 @@ extension DesktopTests.BusLoss {
           arguments: BusHold.allCases)
     func holdEndsWithItsBus(hold: BusHold) async throws {
         // Long enough for the test to set up the hold of a disabled agent on a loaded machine.
-        let lockAfter = 2000
+        let lockAfter = 4000
         try await Sandbox.with(buses: true) { s in
             let agent = try await s.startDisabledBusAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.grabbingLocker(),
                                                           "--logind-inhibitors", "all"])

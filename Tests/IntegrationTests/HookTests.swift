@@ -110,8 +110,9 @@ let glibcInternalSignals: UInt64 = 1 << 31 | 1 << 32
     func notifierEndedAtUnlock() async throws {
         let locker = Script.grabbingLocker()
         try await Sandbox.with { s in
-            let agent = try s.startAgent(["--lock-after", "2s", "--locker", locker,
-                                          "--notify-before", "1s", "--notifier", "echo $$ > notifier.pid; exec sleep 60"])
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "4s", "--locker", locker,
+                                          "--notify-before", "3s", "--notifier", "echo $$ > notifier.pid; exec sleep 60"])
             let notifier = Int32(try await s.waitForNumber(in: "notifier.pid"))
             _ = try await s.waitForNumber(in: "lockers.pids")
             s.touch("unlock")

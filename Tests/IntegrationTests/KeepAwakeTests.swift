@@ -10,11 +10,12 @@ import Testing
     func saverOff() async throws {
         try await Sandbox.with { s in
             try await s.x("xset", "s", "600")
-            let agent = try s.startAgent(["--lock-after", "3s", "--locker", "echo $$ >> lockers.pids; exec sleep 60", "--verbose"])
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "6s", "--locker", "echo $$ >> lockers.pids; exec sleep 60", "--verbose"])
             try await agent.waitForLog(containing: "started")
             try await s.x("xset", "s", "off")
             try await agent.waitForLog(containing: "inhibited by the X server")
-            try await s.waitUntil("the server idle to pass 5 s", every: .milliseconds(200)) { try await s.serverIdle() >= 5000 }
+            try await s.waitUntil("the server idle to pass 8 s", every: .milliseconds(200)) { try await s.serverIdle() >= 8000 }
             #expect(!s.exists("lockers.pids"), "locked while the saver was off\n\(agent.log)")
             try await s.x("xset", "s", "600")
             _ = try await s.waitForLines("lockers.pids")
