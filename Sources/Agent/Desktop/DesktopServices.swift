@@ -60,6 +60,8 @@ final class DesktopServices: DesktopLink {
     private var sessionInactive = false
     private var said: Set<String> = []
     private var retryDelay: [String: Millis] = [:]
+    /// The buses this agent has been connected to.
+    private var everConnected: Set<String> = []
 
     init(agent: DesktopAgent, settings: Settings) {
         self.agent = agent
@@ -100,6 +102,7 @@ final class DesktopServices: DesktopLink {
         }
         session = connection
         retryDelay["session"] = nil
+        everConnected.insert("session")
         var owner: UInt32 = 0
         let r = xil_screensaver_serve(bus, callbacks, &owner)
         if r == 1 {
@@ -130,6 +133,7 @@ final class DesktopServices: DesktopLink {
         }
         system = connection
         retryDelay["system"] = nil
+        everConnected.insert("system")
         let id = getenv("XDG_SESSION_ID").map { String(cString: $0) }
         var path = [CChar](repeating: 0, count: 256)
         let found = xil_logind_session_path(bus, id, &path, path.count)
@@ -178,12 +182,18 @@ final class DesktopServices: DesktopLink {
     /// Tries again later (5 s, doubling to 5 min). A failure to connect is logged once
     /// (`err` 0: the loss was logged already).
     private func lost(_ which: String, _ err: Int32) {
+        // A bus that was never there and has no address (a bare startx) is not polled
+        // for: that would wake the agent every few minutes for nothing. One that was
+        // there, or whose socket exists, is tried again with a growing delay.
+        let absent = !everConnected.contains(which) && [ENOENT, ENOMEDIUM].contains(abs(err))
         if err == 0 {
             said.insert("no-\(which)")
         } else {
             sayOnce("no-\(which)", .warning, "no \(which) bus (\(String(cString: strerror(abs(err))))): " + (which == "session"
-                ? "org.freedesktop.ScreenSaver is not served" : "no lock before sleep, no lock-session") + "; locking goes on, retrying later")
+                ? "org.freedesktop.ScreenSaver is not served" : "no lock before sleep, no lock-session")
+                + (absent ? "; locking goes on (restart the agent once the bus exists)" : "; locking goes on, retrying later"))
         }
+        if absent { return }
         let delay = retryDelay[which].map { Swift.min($0 + $0, .minutes(5)) } ?? .seconds(5)
         retryDelay[which] = delay
         agent?.addSource(RetryTimer(at: SystemClock.now().monotonic + delay) { [unowned self] in
