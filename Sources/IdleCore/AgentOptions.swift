@@ -1,0 +1,182 @@
+// The agent's flags: parsed and checked, and the configuration they make.
+
+public enum Verbosity: Int, Equatable, Sendable {
+    case quiet, normal, verbose
+
+    /// The least severe level that is written to the log.
+    public var threshold: LogLevel {
+        switch self {
+        case .quiet: .warning
+        case .normal: .info
+        case .verbose: .debug
+        }
+    }
+}
+
+/// The agent's flags, as given.
+public struct AgentOptions: Equatable, Sendable {
+    public var lockAfter = Millis.minutes(10)
+    public var locker: String?
+    public var notifyBefore: Millis?
+    public var notifier: String?
+    public var onUnlock: String?
+    public var onUnlockInterval = Millis.zero
+    public var ignoreScreensaverReset = false
+    public var suspendResetsIdle = false
+    public var verbosity = Verbosity.normal
+    /// Stages given with --stage, in the order given.
+    public var stages: [Stage] = []
+    public var socket: String?
+    public var secure = false
+    public var lockBeforeSleep = true
+    public var beforeSleep: String?
+    public var afterResume: String?
+    public var transferSleepLock = false
+    /// Whose logind idle inhibitors hold the stages off: own, all or none.
+    public var logindInhibitors = "own"
+    public var screenSaverService = true
+    public var logind = true
+
+    public init() {}
+
+    static let specs: [OptionSpec<AgentOptions>] = [
+        OptionSpec("--lock-after", "DURATION", "Idle time before the locker runs (default: 10m).") { o, v throws(UsageError) in
+            o.lockAfter = try duration(v, for: "--lock-after")
+        },
+        OptionSpec("--locker", "CMD", "Shell command that locks the screen and keeps running until unlocked (default: the first installed of xsecurelock, i3lock -n, slock).") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError("--locker: the command is empty") }
+            o.locker = v
+        },
+        OptionSpec("--notify-before", "DURATION", "Run the notifier this long before the lock; input after it cancels the lock.") { o, v throws(UsageError) in
+            o.notifyBefore = try duration(v, for: "--notify-before")
+        },
+        OptionSpec("--notifier", "CMD", "Shell command that warns of the coming lock (with --notify-before); ended when input returns.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError("--notifier: the command is empty") }
+            o.notifier = v
+        },
+        OptionSpec("--on-unlock", "CMD", "Shell command run when the locker exits.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError("--on-unlock: the command is empty") }
+            o.onUnlock = v
+        },
+        OptionSpec("--on-unlock-interval", "DURATION", "Run --on-unlock at most once per this time (default: 0s, every unlock).") { o, v throws(UsageError) in
+            o.onUnlockInterval = try duration(v, for: "--on-unlock-interval", allowZero: true)
+        },
+        OptionSpec("--ignore-screensaver-reset", nil, "Count only real input as activity, not screensaver resets (video players, xset s reset) or pointer warps.") { o, _ in
+            o.ignoreScreensaverReset = true
+        },
+        OptionSpec("--suspend-resets-idle", nil, "A suspend restarts the idle time instead of counting as idle time (xautolock's -detectsleep).") { o, _ in
+            o.suspendResetsIdle = true
+        },
+        OptionSpec("--stage", "[NAME=]DURATION:CMD", "Also run CMD at this idle time, once per idle period (repeatable; e.g. dim=4m:'brightnessctl -s set 10%').") { o, v throws(UsageError) in
+            o.stages.append(try parseStage(v, number: o.stages.count + 1))
+            if o.stages.dropLast().contains(where: { $0.name == o.stages.last?.name }) {
+                throw UsageError("--stage: the name '\(o.stages.last!.name)' is used twice")
+            }
+        },
+        OptionSpec("--resume", "CMD", "Run CMD when activity returns after the --stage just before it fired.") { o, v throws(UsageError) in
+            guard !o.stages.isEmpty else { throw UsageError("--resume must follow the --stage it belongs to") }
+            guard o.stages[o.stages.count - 1].resumeCommand == nil else {
+                throw UsageError("--resume: stage '\(o.stages[o.stages.count - 1].name)' has a resume command already")
+            }
+            guard !v.isEmpty else { throw UsageError("--resume: the command is empty") }
+            o.stages[o.stages.count - 1].resumeCommand = v
+        },
+        OptionSpec("--socket", "PATH", "Control socket (default: $XDG_RUNTIME_DIR/xidlelock/DISPLAY.sock).") { o, v throws(UsageError) in
+            o.socket = try socketPath(v)
+        },
+        OptionSpec("--secure", nil, "Refuse disable, inhibit, toggle, reset and quit over the socket (for managed machines).") { o, _ in
+            o.secure = true
+        },
+        OptionSpec("--no-lock-before-sleep", nil, "Do not lock when logind announces a suspend (by default the sleep waits until the locker covers the screen).") { o, _ in
+            o.lockBeforeSleep = false
+        },
+        OptionSpec("--before-sleep", "CMD", "Shell command run when the system is about to sleep, inside logind's sleep delay.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError("--before-sleep: the command is empty") }
+            o.beforeSleep = v
+        },
+        OptionSpec("--after-resume", "CMD", "Shell command run when the system has resumed (XIDLELOCK_SUSPEND_GAP_MS says how long it slept).") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError("--after-resume: the command is empty") }
+            o.afterResume = v
+        },
+        OptionSpec("--transfer-sleep-lock", nil, "Give the locker logind's sleep delay as XSS_SLEEP_LOCK_FD, to close once it covers the screen (automatic for xsecurelock).") { o, _ in
+            o.transferSleepLock = true
+        },
+        OptionSpec("--logind-inhibitors", "WHOSE", "Whose logind idle inhibitors hold the lock off: own (default; others are shown, not honoured), all or none.") { o, v throws(UsageError) in
+            guard ["own", "all", "none"].contains(v) else { throw UsageError("--logind-inhibitors: '\(v)' is not one of own, all, none") }
+            o.logindInhibitors = v
+        },
+        OptionSpec("--no-screensaver-service", nil, "Do not serve org.freedesktop.ScreenSaver on the session bus (browsers' and players' inhibitors).") { o, _ in
+            o.screenSaverService = false
+        },
+        OptionSpec("--no-logind", nil, "Do not talk to logind: no lock before sleep, no lock-session, no hints, no idle inhibitors.") { o, _ in
+            o.logind = false
+        },
+        OptionSpec("--verbose", nil, "Log every wake-up and decision.") { o, _ in o.verbosity = .verbose },
+        OptionSpec("--quiet", nil, "Log only warnings and errors.") { o, _ in o.verbosity = .quiet },
+    ]
+
+    /// Rules that span several flags.
+    func validate(_ given: Set<String>) throws(UsageError) {
+        if given.contains("--verbose") && given.contains("--quiet") {
+            throw UsageError("--verbose and --quiet cannot be used together")
+        }
+        switch (notifyBefore, notifier) {
+        case (.some, nil): throw UsageError("--notify-before needs --notifier CMD")
+        case (nil, .some): throw UsageError("--notifier needs --notify-before DURATION")
+        case (.some(let before), .some):
+            if before >= lockAfter {
+                throw UsageError("--notify-before (\(before)) must be shorter than --lock-after (\(lockAfter))")
+            }
+        case (nil, nil): break
+        }
+    }
+
+    /// `[NAME=]DURATION:CMD`; without a name the stage is called `stageN`.
+    static func parseStage(_ text: String, number: Int) throws(UsageError) -> Stage {
+        guard let colon = text.firstIndex(of: ":") else {
+            throw UsageError("--stage: '\(text)' is not [NAME=]DURATION:CMD (e.g. dim=4m:'brightnessctl set 10%')")
+        }
+        let head = text[..<colon]
+        let command = String(text[text.index(after: colon)...])
+        var name = "stage\(number)"
+        var time = String(head)
+        if let eq = head.firstIndex(of: "=") {
+            name = String(head[..<eq])
+            time = String(head[head.index(after: eq)...])
+            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+                throw UsageError("--stage: the name '\(name)' must be letters, digits, - or _")
+            }
+            guard name != "lock", name != "notify" else {
+                throw UsageError("--stage: the name '\(name)' belongs to --lock-after/--notify-before")
+            }
+        }
+        guard !command.trimmingSpaces.isEmpty else { throw UsageError("--stage: the command after ':' is empty in '\(text)'") }
+        return Stage(name: name, role: .custom, idleTime: try duration(time, for: "--stage"), command: command)
+    }
+
+    static func socketPath(_ path: String) throws(UsageError) -> String {
+        guard !path.isEmpty else { throw UsageError("--socket: the path is empty") }
+        // sockaddr_un holds 108 bytes with the terminating NUL.
+        guard path.utf8.count < 108 else { throw UsageError("--socket: '\(path)' is longer than a socket path may be (107 bytes)") }
+        return path
+    }
+
+    /// The state machine's configuration, with the locker command chosen by the edge.
+    public func config(locker command: String) -> AgentConfig {
+        var stages = [Stage(name: "lock", role: .lock, idleTime: lockAfter, command: command)] + self.stages
+        if let notifyBefore, let notifier {
+            stages.append(Stage(name: "notify", role: .notify, idleTime: lockAfter - notifyBefore, command: notifier))
+        }
+        var config = AgentConfig(
+            stages: stages,
+            onUnlock: onUnlock,
+            onUnlockInterval: onUnlockInterval,
+            screensaverResetCountsAsActivity: !ignoreScreensaverReset,
+            suspendCountsAsIdle: !suspendResetsIdle
+        )
+        config.lockBeforeSleep = lockBeforeSleep && logind
+        config.beforeSleep = beforeSleep
+        config.afterResume = afterResume
+        return config
+    }
+}

@@ -1,0 +1,180 @@
+/// What the agent's edges tell the state machine.
+public enum Event: Equatable, Sendable {
+    /// The agent starts; the X server says the user has been idle this long.
+    case start(serverIdle: Millis)
+    /// Raw input (XInput2) arrived. One event stands for a whole batch.
+    case input
+    /// A deadline passed (or the edge woke for another reason) and read the
+    /// server's idle counter (`nil` if it could not be read).
+    case wake(serverIdle: Millis?)
+    /// A process the machine asked for has ended, or could not be started.
+    case processEnded(ProcessRole, ProcessEnd)
+    /// The agent is asked to stop (SIGTERM, SIGINT, SIGHUP, `xidlelock quit`).
+    case stop
+    /// `xidlelock lock`: lock now, unless a locker already runs.
+    case lockNow
+    /// `xidlelock reset`: count as activity now.
+    case reset
+    /// Hold the stages off while this inhibitor lasts.
+    case inhibit(Inhibitor)
+    /// The inhibitor with this id ended (its client left, or its command ended).
+    case uninhibit(id: Int)
+    /// `xidlelock disable [--for D]`: no stage fires until enabled (or until `until`, a boottime).
+    case disable(until: BoottimeInstant?)
+    case enable
+    /// A locker started by an earlier agent on this display still runs: no second
+    /// locker may start. Its end arrives as `.lockerFact(.endedUnseen)`.
+    case lockerAdopted
+    /// Something the edge saw of the locker that is not a child's end: the grab
+    /// probe's answer, the end of an adopted locker.
+    case lockerFact(LockerFact)
+    /// The desktop asks for a lock now (logind's Lock signal, `loginctl lock-session`,
+    /// the lid switch; org.freedesktop.ScreenSaver.Lock; the X server's own saver).
+    case lockRequest(from: String)
+    /// logind: the system is about to sleep; the agent holds a delay inhibitor that it
+    /// must release within `delayLimit`.
+    case prepareForSleep(delayLimit: Millis)
+    /// logind: the system has resumed.
+    case resumedFromSleep
+    /// logind: our session became active (true) or another one is in front (false).
+    case sessionActive(Bool)
+}
+
+/// Someone holding the lock off: a client's `inhibit` request.
+public struct Inhibitor: Equatable, Sendable {
+    public var id: Int
+    /// Who asked, as the agent saw it (`pid 1234 (mpv)`).
+    public var who: String
+    public var why: String
+    /// When it ends by itself; nil while its client stays connected.
+    public var until: BoottimeInstant?
+    /// Where it came from, in the user's words.
+    public var source: InhibitorSource
+
+    public init(id: Int, who: String, why: String, until: BoottimeInstant?, source: InhibitorSource = .socket) {
+        self.id = id
+        self.who = who
+        self.why = why
+        self.until = until
+        self.source = source
+    }
+}
+
+/// Who can hold the lock off.
+public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
+    /// `xidlelock inhibit` and the control socket.
+    case socket
+    /// org.freedesktop.ScreenSaver.Inhibit on the session bus (browsers, players).
+    case dbus
+    /// A logind idle inhibitor (`systemd-inhibit --what=idle`).
+    case logind
+    /// The X server: the saver turned off (`xset s off`) or suspended by a client.
+    case x
+}
+
+/// What happened, for `xidlelock events` subscribers.
+public enum Announcement: Equatable, Sendable {
+    case stageFired(name: String, idle: Millis)
+    /// The locker was started (attempt 1, or a retry); the screen is not yet known to be covered.
+    case locking(idle: Millis, requested: Bool, attempt: Int)
+    /// The locker holds the screen (its keyboard grab was seen).
+    case locked(idle: Millis, requested: Bool)
+    /// The locker runs but was never seen to grab the keyboard: the screen may be visible.
+    case lockerNotCovering(runningFor: Millis)
+    case lockerFailed(kind: String, reason: String, retryIn: Millis)
+    case unlocked(lockedFor: Millis)
+    case activityResumed(idleBefore: Millis)
+    case suspendGap(length: Millis)
+    case inhibited(Inhibitor)
+    case uninhibited(Inhibitor)
+    case disabled(remaining: Millis?)
+    case enabled
+    /// The system is about to sleep; `covered` tells whether the locker held the screen
+    /// when the sleep was let go.
+    case sleeping(covered: Bool)
+    case resumed
+}
+
+/// Which of the agent's children a process is.
+public enum ProcessRole: Hashable, Sendable, CustomStringConvertible {
+    case locker
+    /// The command of the stage at this index of `AgentConfig.stages`.
+    case stage(Int)
+    /// The resume command of the stage at this index.
+    case resume(Int)
+    case onUnlock
+    /// `--before-sleep`, run inside logind's sleep delay.
+    case beforeSleep
+    /// `--after-resume`.
+    case afterResume
+
+    public var description: String {
+        switch self {
+        case .locker: "locker"
+        case .stage(let i): "stage #\(i + 1)"
+        case .resume(let i): "resume command of stage #\(i + 1)"
+        case .onUnlock: "on-unlock hook"
+        case .beforeSleep: "before-sleep hook"
+        case .afterResume: "after-resume hook"
+        }
+    }
+}
+
+/// How a child process ended.
+public enum ProcessEnd: Equatable, Sendable, CustomStringConvertible {
+    case exited(Int32)
+    case killed(signal: Int32)
+    case failedToStart(String)
+
+    public var succeeded: Bool { self == .exited(0) }
+
+    public var description: String {
+        switch self {
+        case .exited(let status): "exited with status \(status)"
+        case .killed(let signal): "was killed by signal \(signal)"
+        case .failedToStart(let reason): "could not be started (\(reason))"
+        }
+    }
+}
+
+public enum LogLevel: Int, Comparable, Sendable {
+    case debug, info, warning, error
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+}
+
+public struct EnvironmentVariable: Equatable, Sendable {
+    public var name: String
+    public var value: String
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// What the state machine asks the edges to do.
+public enum Action: Equatable, Sendable {
+    /// Start `/bin/sh -c command` in its own session with these variables added.
+    case run(ProcessRole, command: String, environment: [EnvironmentVariable])
+    /// End the process group of this role if it still runs (a notifier after input).
+    /// Never sent for the locker.
+    case terminate(ProcessRole)
+    case log(LogLevel, String)
+    /// Tell event subscribers.
+    case announce(Announcement)
+    /// Ask the X server whether another client holds the keyboard grab (the
+    /// locker covering the screen); the answer comes back as
+    /// `.lockerFact(.keyboardGrabbed(_))` at once.
+    case probeKeyboard
+    /// Let the system sleep: close the logind delay inhibitor.
+    case releaseSleepDelay
+    /// Tell logind whether the screen is locked (the session's LockedHint).
+    case setLockedHint(Bool)
+    /// Tell logind whether the user is idle (the session's IdleHint, for IdleAction).
+    case setIdleHint(Bool)
+}
+
+public struct SuspendGap: Equatable, Sendable {
+    /// When the gap was noticed (the first wake-up after resume).
+    public var noticedAt: BoottimeInstant
+    public var length: Millis
+}

@@ -1,0 +1,70 @@
+/// How client commands show replies and events to people.
+public enum HumanText {
+    public static func status(_ reply: JSONValue) -> String {
+        func duration(_ key: String, in value: JSONValue = reply) -> String? {
+            value[key]?.integer.map { Millis($0).description }
+        }
+        var lines = ["state: \(reply["state"]?.string ?? "?")", "idle: \(duration("idle_ms") ?? "?")"]
+        if let next = reply["next_stage"]?.string, let due = duration("next_stage_in_ms") {
+            lines.append("next: \(next) in \(due)")
+        } else {
+            lines.append("next: none")
+        }
+        lines.append("locker: " + HumanText.locker(reply))
+        if case .array(let inhibitors) = reply["inhibitors"], !inhibitors.isEmpty {
+            for i in inhibitors {
+                let span = duration("remaining_ms", in: i).map { "\($0) left" } ?? "while it runs"
+                // Escaped here too: a terminal must never get a client's control characters.
+                let why = i["why"]?.string.flatMap { $0.isEmpty ? nil : ": \(ClientText.sanitized($0))" } ?? ""
+                let source = i["source"]?.string.map { " [\($0)]" } ?? ""
+                lines.append("inhibited by \(ClientText.sanitized(i["who"]?.string ?? "?"))\(source) (\(span))\(why)")
+            }
+        }
+        if reply["disabled"]?.bool == true {
+            lines.append("disabled" + (duration("disabled_remaining_ms").map { " for \($0) more" } ?? " until enabled"))
+        }
+        if let gap = reply["last_suspend_gap"], gap != .null {
+            lines.append("last suspend: slept \(duration("length_ms", in: gap) ?? "?"), \(duration("ago_ms", in: gap) ?? "?") ago")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The locker's line: running and whether it covers the screen, or failing and the next try.
+    static func locker(_ reply: JSONValue) -> String {
+        guard let locker = reply["locker"], locker != .null else {
+            return reply["locker_pid"]?.integer.map { "running, pid \($0)" } ?? "not running"
+        }
+        if locker["state"]?.string == "failing" {
+            let reason = reply["last_locker_failure"]?["reason"]?.string.map { ClientText.sanitized($0, maxBytes: 400) } ?? "?"
+            let next = locker["next_try_in_ms"]?.integer.map { Millis($0).description } ?? "?"
+            return "FAILING: the screen may NOT be locked; last failure: the locker \(reason); next try in \(next)"
+        }
+        let pid = locker["pid"]?.integer.map { "pid \($0)" } ?? "pid ?"
+        switch locker["covers_screen"] {
+        case .bool(true)?: return "running, \(pid), holds the screen"
+        case .bool(false)?: return "running, \(pid), NOT covering the screen (it never grabbed the keyboard)"
+        default: return "running, \(pid), starting"
+        }
+    }
+
+    public static func event(_ event: JSONValue) -> String {
+        func d(_ key: String) -> String { event[key]?.integer.map { Millis($0).description } ?? "?" }
+        switch event["event"]?.string ?? "" {
+        case "stage": return "stage \(event["stage"]?.string ?? "?") (idle \(d("idle_ms")))"
+        case "locking": return "locking (attempt \(event["attempt"]?.integer ?? 1), idle \(d("idle_ms")))"
+        case "locked": return event["requested"]?.bool == true ? "locked on request" : "locked (idle \(d("idle_ms")))"
+        case "locker-not-covering": return "the locker does NOT cover the screen (running \(d("running_ms")))"
+        case "sleeping": return event["covered"]?.bool == true ? "sleeping (locked)" : "sleeping (the screen may NOT be locked)"
+        case "resumed": return "resumed"
+        case "locker-failed": return "locker failed: \(event["reason"]?.string ?? "?"); retry in \(d("retry_in_ms"))"
+        case "unlocked": return "unlocked (locked \(d("locked_ms")))"
+        case "activity": return "activity resumed (idle \(d("idle_ms")))"
+        case "suspend-gap": return "suspend gap of \(d("length_ms"))"
+        case "inhibited": return "inhibited by \(ClientText.sanitized(event["who"]?.string ?? "?"))" + ((event["why"]?.string).map { $0.isEmpty ? "" : ": \(ClientText.sanitized($0))" } ?? "")
+        case "uninhibited": return "inhibitor of \(event["who"]?.string ?? "?") ended"
+        case "disabled": return "disabled" + (event["remaining_ms"]?.integer.map { " for \(Millis($0))" } ?? "")
+        case "enabled": return "enabled"
+        default: return event.text
+        }
+    }
+}

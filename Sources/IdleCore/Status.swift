@@ -1,0 +1,83 @@
+// What `xidlelock status` reports: the machine's state in the user's words.
+
+extension IdleMachine {
+    /// The state in the user's words: locking, locked, locker-not-covering,
+    /// locker-failing, disabled, inhibited, notified or active.
+    public var stateName: String {
+        if lockerActive { return supervisor.stateName }
+        if isDisabled { return "disabled" }
+        if !inhibitors.isEmpty { return "inhibited" }
+        if hasNotified { return "notified" }
+        return "active"
+    }
+
+    /// The reply to `status`. Times are relative (ms ago, ms from now): the agent's
+    /// clocks mean nothing to a client. Keys are stable; new keys may be added.
+    public func statusFields(at now: Instant, lockerPid: Int32?) -> [(String, JSONValue)] {
+        func ms(_ m: Millis) -> JSONValue { .number(Double(m.value)) }
+        func optional(_ m: Millis?) -> JSONValue { m.map(ms) ?? .null }
+        let due: Millis? = nextStageDue.map { Swift.max($0 - now.boottime, .zero) }
+        return [
+            ("state", .string(stateName)),
+            ("idle_ms", ms(idle(at: now))),
+            ("next_stage", nextStageDue == nil ? .null : nextStageName.map(JSONValue.string) ?? .null),
+            ("next_stage_in_ms", optional(due)),
+            ("locker_pid", lockerPid.map { .number(Double($0)) } ?? .null),
+            ("locker", lockerFields(at: now, pid: lockerPid)),
+            ("last_locker_failure", supervisor.lastFailure.map { failure in
+                .object([
+                    ("kind", .string(failure.kind)),
+                    ("reason", .string(failure.description)),
+                    ("ago_ms", optional(supervisor.lastFailureAt.map { now.boottime - $0 })),
+                ])
+            } ?? .null),
+            ("inhibitors", .array(inhibitors.map { inhibitor in
+                .object([
+                    ("id", .number(Double(inhibitor.id))),
+                    ("source", .string(inhibitor.source.rawValue)),
+                    ("who", .string(inhibitor.who)),
+                    ("why", .string(inhibitor.why)),
+                    ("remaining_ms", optional(inhibitor.until.map { $0 - now.boottime })),
+                ])
+            })),
+            ("logind_hints", .object([("locked", .bool(lockedHint)), ("idle", .bool(idleHint))])),
+            ("session_active", .bool(!sessionInactive)),
+            ("disabled", .bool(isDisabled)),
+            ("disabled_remaining_ms", optional((disabledUntil ?? nil).map { $0 - now.boottime })),
+            ("last_suspend_gap", lastSuspendGap.map { gap in
+                .object([("length_ms", ms(gap.length)), ("ago_ms", ms(now.boottime - gap.noticedAt))])
+            } ?? .null),
+            ("stages", .array(config.stages.map { stage in
+                .object([("name", .string(stage.name)), ("role", .string(stage.role.rawValue)), ("idle_ms", ms(stage.idleTime))])
+            })),
+        ]
+    }
+}
+
+extension IdleMachine {
+    /// The locker's part of status: what runs, whether it covers the screen, the next try.
+    func lockerFields(at now: Instant, pid: Int32?) -> JSONValue {
+        func ms(_ m: Millis) -> JSONValue { .number(Double(m.value)) }
+        switch supervisor.state {
+        case .unlocked:
+            return .null
+        case .running(let since, let attempt, let cover, let adopted):
+            let covers: JSONValue = switch cover {
+            case .unknown: .null
+            case .covered: .bool(true)
+            case .notCovering: .bool(false)
+            }
+            return .object([
+                ("state", .string("running")), ("pid", pid.map { .number(Double($0)) } ?? .null),
+                ("covers_screen", covers), ("running_ms", ms(now.boottime - since)),
+                ("attempt", .number(Double(attempt))), ("adopted", .bool(adopted)),
+            ])
+        case .retrying(let at, let attempt):
+            return .object([
+                ("state", .string("failing")), ("pid", .null),
+                ("next_try_in_ms", ms(Swift.max(at - now.boottime, .zero))),
+                ("attempt", .number(Double(attempt))),
+            ])
+        }
+    }
+}
