@@ -44,19 +44,16 @@ public struct AgentOptions: Equatable, Sendable {
             o.lockAfter = try duration(v, for: "--lock-after")
         },
         OptionSpec("--locker", "CMD", "Shell command that locks the screen and keeps running until unlocked (default: the first installed of xsecurelock, i3lock -n, slock).") { o, v throws(UsageError) in
-            guard !v.isEmpty else { throw UsageError("--locker: the command is empty") }
-            o.locker = v
+            o.locker = try command(v, for: "--locker")
         },
         OptionSpec("--notify-before", "DURATION", "Run the notifier this long before the lock; input after it cancels the lock.") { o, v throws(UsageError) in
             o.notifyBefore = try duration(v, for: "--notify-before")
         },
         OptionSpec("--notifier", "CMD", "Shell command that warns of the coming lock (with --notify-before); ended when input returns.") { o, v throws(UsageError) in
-            guard !v.isEmpty else { throw UsageError("--notifier: the command is empty") }
-            o.notifier = v
+            o.notifier = try command(v, for: "--notifier")
         },
         OptionSpec("--on-unlock", "CMD", "Shell command run when the locker exits.") { o, v throws(UsageError) in
-            guard !v.isEmpty else { throw UsageError("--on-unlock: the command is empty") }
-            o.onUnlock = v
+            o.onUnlock = try command(v, for: "--on-unlock")
         },
         OptionSpec("--on-unlock-interval", "DURATION", "Run --on-unlock at most once per this time (default: 0s, every unlock).") { o, v throws(UsageError) in
             o.onUnlockInterval = try duration(v, for: "--on-unlock-interval", allowZero: true)
@@ -91,12 +88,10 @@ public struct AgentOptions: Equatable, Sendable {
             o.lockBeforeSleep = false
         },
         OptionSpec("--before-sleep", "CMD", "Shell command run when the system is about to sleep, inside logind's sleep delay.") { o, v throws(UsageError) in
-            guard !v.isEmpty else { throw UsageError("--before-sleep: the command is empty") }
-            o.beforeSleep = v
+            o.beforeSleep = try command(v, for: "--before-sleep")
         },
         OptionSpec("--after-resume", "CMD", "Shell command run when the system has resumed (XIDLELOCK_SUSPEND_GAP_MS says how long it slept).") { o, v throws(UsageError) in
-            guard !v.isEmpty else { throw UsageError("--after-resume: the command is empty") }
-            o.afterResume = v
+            o.afterResume = try command(v, for: "--after-resume")
         },
         OptionSpec("--transfer-sleep-lock", nil, "Give the locker logind's sleep delay as XSS_SLEEP_LOCK_FD, to close once it covers the screen (automatic for xsecurelock).") { o, _ in
             o.transferSleepLock = true

@@ -104,6 +104,12 @@ func duration(_ text: String, for flag: String, allowZero: Bool = false) throws(
     return value
 }
 
+/// A shell command given to `flag`: anything but empty.
+func command(_ text: String, for flag: String) throws(UsageError) -> String {
+    guard !text.isEmpty else { throw UsageError("\(flag): the command is empty") }
+    return text
+}
+
 /// Renders the options part of a help text, flags aligned.
 func helpLines(_ docs: [OptionDoc]) -> String {
     let flags = docs.map { doc in doc.valueName.map { "\(doc.flag) \($0)" } ?? doc.flag }

@@ -19,16 +19,11 @@
 
 import IdleCore
 
-/// SplitMix64: small, fast, deterministic.
+/// The core's own SplitMix64: small, fast, deterministic.
 struct Random {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    var generator: SplitMix64
+    init(state: UInt64) { generator = SplitMix64(seed: state) }
+    mutating func next() -> UInt64 { generator.next() }
     /// Uniform in lo...hi.
     mutating func between(_ lo: Int64, _ hi: Int64) -> Int64 {
         lo + Int64(next() % UInt64(hi - lo + 1))

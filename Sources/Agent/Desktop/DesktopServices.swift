@@ -86,25 +86,31 @@ final class DesktopServices: DesktopLink {
 
     // MARK: Connections
 
-    private func connectSession() {
+    /// Opens one bus as a source; `onLost` runs when it goes away. Nil (retried or
+    /// said once, see `lost`) when it cannot be opened.
+    private func open(_ which: String, onLost: @escaping (Int32) -> Void) -> BusConnection? {
         var err: Int32 = 0
-        guard let bus = xil_bus_open(1, &err) else {
-            lost("session", err)
-            return
+        guard let bus = xil_bus_open(which == "session" ? 1 : 0, &err) else {
+            lost(which, err)
+            return nil
         }
-        let connection = BusConnection(bus: bus, name: "session bus") { [unowned self] code in
+        retryDelay[which] = nil
+        everConnected.insert(which)
+        return BusConnection(bus: bus, name: "\(which) bus", onLost: onLost)
+    }
+
+    private func connectSession() {
+        guard let connection = open("session", onLost: { [unowned self] code in
             session = nil
             ownsScreenSaverName = false
             sayOnce("lost-session", .warning, "lost the session bus (\(String(cString: strerror(code)))): org.freedesktop.ScreenSaver is not served until it is back; locking goes on")
             // Its callers can no longer end their inhibitors: they end now (fail closed).
             endScreenSaverInhibitors()
             lost("session", 0)
-        }
+        }) else { return }
         session = connection
-        retryDelay["session"] = nil
-        everConnected.insert("session")
         var owner: UInt32 = 0
-        let r = xil_screensaver_serve(bus, callbacks, &owner)
+        let r = xil_screensaver_serve(connection.bus, callbacks, &owner)
         if r == 1 {
             ownsScreenSaverName = true
             Log.write(.info, "serving org.freedesktop.ScreenSaver on the session bus (browsers and players can hold the lock off)")
@@ -117,12 +123,7 @@ final class DesktopServices: DesktopLink {
     }
 
     private func connectSystem() {
-        var err: Int32 = 0
-        guard let bus = xil_bus_open(0, &err) else {
-            lost("system", err)
-            return
-        }
-        let connection = BusConnection(bus: bus, name: "system bus") { [unowned self] code in
+        guard let connection = open("system", onLost: { [unowned self] code in
             system = nil
             releaseSleepDelay()
             sleepPending = false
@@ -130,10 +131,9 @@ final class DesktopServices: DesktopLink {
             // What logind held off can no longer be seen to end: it ends now (fail closed).
             endLogindHolds()
             lost("system", 0)
-        }
+        }) else { return }
         system = connection
-        retryDelay["system"] = nil
-        everConnected.insert("system")
+        let bus = connection.bus
         let id = getenv("XDG_SESSION_ID").map { String(cString: $0) }
         var path = [CChar](repeating: 0, count: 256)
         let found = xil_logind_session_path(bus, id, &path, path.count)
