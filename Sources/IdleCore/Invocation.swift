@@ -255,7 +255,12 @@ struct ClientOptions {
             // Without --why, the command says why: `while running: mpv film.mkv`.
             var why = options.why
             if why.isEmpty && !parsed.positionals.isEmpty {
-                why = String("while running: \(parsed.positionals.joined(separator: " "))".utf8.prefix(256)) ?? ""
+                // At most 256 bytes (the protocol's limit), cut between characters:
+                // cut inside one, the bytes would not decode and the why would be lost.
+                for c in "while running: \(parsed.positionals.joined(separator: " "))" {
+                    guard why.utf8.count + c.utf8.count <= 256 else { break }
+                    why.append(c)
+                }
             }
             client = ClientCommand(.inhibit(why: why, duration: options.duration))
             client.command = parsed.positionals
