@@ -84,6 +84,8 @@ for t in $targets; do
         if [ "$status" != 0 ]; then
             echo "fuzz: $t FAILED (exit $status); the end of $log:" >&2
             tail -n 30 "$log" >&2
+            # The cause, which a long stack trace pushes out of the tail.
+            echo "fuzz: $t: $(grep -a -m1 -e 'FUZZ FINDING' -e 'Fatal error' -e 'ERROR: ' "$log")" >&2
             failed="$failed $t"
             continue
         fi
