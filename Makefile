@@ -28,7 +28,8 @@ RELEASE_BIN = .build/release/xidlelock
 # Files generated for `install` (paths filled in, completion scripts).
 GEN = .build/packaging
 
-.PHONY: all build release run test deps test-deps clean install uninstall deb packaging-check bench
+.PHONY: all build release run test deps test-deps clean install uninstall deb packaging-check bench \
+	fuzz fuzz-short check-sanitizers
 
 all: release
 
@@ -68,7 +69,29 @@ test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter 'IdleCoreTests|AgentTests'
 	$(TESTBIN) --testing-library swift-testing --filter IntegrationTests --experimental-maximum-parallelization-width 3
+	$(MAKE) fuzz-short
+	$(MAKE) check-sanitizers
 	$(MAKE) packaging-check
+
+# Fuzzing (fuzz/run.sh): libFuzzer and lld come with the Swift toolchain, so no
+# Debian package is needed; swiftc is the one next to $(SWIFT). `make fuzz` runs
+# each target FUZZ_SECONDS and merges the inputs that add coverage into
+# fuzz/corpus, to be committed. A crash fails the run and stays in fuzz/crashes/.
+SWIFTC ?= $(SWIFT)c
+FUZZ_SECONDS ?= 60
+# `make test` (CI) fuzzes briefly from the committed corpus and changes no file in it.
+FUZZ_SHORT_SECONDS ?= 15
+
+fuzz: deps
+	SWIFTC=$(SWIFTC) FUZZ_SECONDS=$(FUZZ_SECONDS) sh fuzz/run.sh --merge
+
+fuzz-short: deps
+	SWIFTC=$(SWIFTC) FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS) sh fuzz/run.sh
+
+# The unit-test targets (IdleCoreTests, AgentTests) under
+# AddressSanitizer and UndefinedBehaviorSanitizer, each in its own scratch folder.
+check-sanitizers: deps
+	SWIFT=$(SWIFT) sh .ci/check-sanitizers
 
 install: release
 	@mkdir -p $(GEN)
@@ -123,4 +146,4 @@ bench: release
 	python3 bench/bench.py $(if $(QUICK),--quick)
 
 clean:
-	rm -rf .build dist
+	rm -rf .build .build-asan .build-ubsan dist
