@@ -49,7 +49,7 @@ public enum ControlRequest: Equatable, Sendable {
             let why = ClientText.clipped(json["why"]?.string ?? "")
             return .inhibit(why: why, duration: try duration())
         default:
-            throw ProtocolError("unknown command '\(cmd.prefix(40))'")
+            throw ProtocolError("unknown command '\(ClientText.sanitized(cmd, maxBytes: 40))'")
         }
     }
 

@@ -84,7 +84,7 @@ public enum Invocation: Equatable, Sendable {
         return name == "run" ? mainHelp : """
             USAGE: \(command.synopsis)
 
-            \(command.abstract)
+            \(wrap(command.abstract, width: 80).joined(separator: "\n"))
             \(command.options.isEmpty ? "" : "\nOPTIONS:\n" + helpLines(command.options))
             """
     }
@@ -111,9 +111,11 @@ public enum Invocation: Equatable, Sendable {
             Stages: --lock-after and --notify-before are stages; --stage adds more, each
             fired once per idle period in order of idle time, with an optional --resume
             command for when activity returns. A chain (dim, lock, screen off):
-              xidlelock --stage dim=4m30s:'brightnessctl -s set 10%' --resume 'brightnessctl -r' \\
+              xidlelock --stage dim=4m30s:'brightnessctl -s set 10%' \\
+                        --resume 'brightnessctl -r' \\
                         --lock-after 5m --locker 'i3lock -n' \\
-                        --stage screen-off=10m:'xset dpms force off' --resume 'xset dpms force on'
+                        --stage screen-off=10m:'xset dpms force off' \\
+                        --resume 'xset dpms force on'
 
             The screen counts as unlocked only when the locker exits 0 after it held
             the screen. Any other end (killed, a non-zero exit, an exit 0 at once) is a

@@ -269,6 +269,43 @@ private func docsManPage() throws -> String {
     }
 }
 
+/// The environment variables the code reads or gives its children, by name.
+private func docsVariablesInSources() throws -> Set<String> {
+    let sources = docsPackageRoot.appendingPathComponent("Sources")
+    guard let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil) else { return [] }
+    var names = Set<String>()
+    for case let file as URL in files where ["swift", "c"].contains(file.pathExtension) {
+        let text = try String(contentsOf: file, encoding: .utf8)
+        for match in text.matches(of: /(?:getenv|environment|EnvironmentVariable)\("([A-Z][A-Z0-9_]*)"/) {
+            names.insert(String(match.output.1))
+        }
+    }
+    return names
+}
+
+@Test func docsManPageEnvironmentListsWhatTheCodeReadsAndSets() throws {
+    let variables = try docsVariablesInSources()
+    #expect(variables.contains("DISPLAY") && variables.contains("XIDLELOCK_EVENT"), "the source scan found \(variables)")
+    // A tag may name several: "DBUS_SESSION_BUS_ADDRESS, DBUS_SYSTEM_BUS_ADDRESS".
+    let entries = Set(docsManTags(try docsManPage(), section: "ENVIRONMENT")
+        .flatMap { $0.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init) })
+    for name in variables.sorted() {
+        #expect(entries.contains(name), "man/xidlelock.1 ENVIRONMENT has no entry for \(name), which the code reads or sets")
+    }
+    for name in entries where name.hasPrefix("XIDLELOCK_") {
+        #expect(variables.contains(name), "man/xidlelock.1 ENVIRONMENT documents \(name), which the code never sets")
+    }
+}
+
+/// Help fits an 80-column terminal.
+@Test func docsHelpFitsEightyColumns() throws {
+    for arguments in [["--help"]] + Invocation.commands.map({ ["help", $0.name] }) {
+        for line in try docsRun(arguments).split(separator: "\n") where line.count > 80 {
+            Issue.record("xidlelock \(arguments.joined(separator: " ")): \(line.count) columns: \(line)")
+        }
+    }
+}
+
 @Test func docsManPageNamesTheBinarysVersion() throws {
     let version = try docsRun(["--version"]).trimmingCharacters(in: .whitespacesAndNewlines)
     let th = try docsManPage().split(separator: "\n").first { $0.hasPrefix(".TH ") }

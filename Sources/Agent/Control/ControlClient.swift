@@ -82,10 +82,10 @@ public enum ControlClient {
                 throw .failed("the agent closed the connection without answering")
             }
             guard let reply = try? JSONValue(parsing: line) else {
-                throw .failed("the agent sent a reply that is not JSON: \(line.prefix(200))")
+                throw .failed("the agent sent a reply that is not JSON: \(ClientText.sanitized(line, maxBytes: 200))")
             }
             guard reply["ok"]?.bool == true else {
-                throw .failed("the agent refused: \(reply["error"]?.string ?? line)")
+                throw .failed("the agent refused: \(ClientText.sanitized(reply["error"]?.string ?? line, maxBytes: 400))")
             }
             return reply
         }
