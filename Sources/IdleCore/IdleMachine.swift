@@ -161,10 +161,10 @@ public struct IdleMachine: Sendable {
         case .enable:
             if isDisabled { enable(now, &out) }
         case .lockerAdopted:
-            _ = supervisor.handle(.adopted, at: now.boottime)
+            _ = supervisor.handle(.adopted, at: now)
             out.append(.log(.info, "the locker of an earlier agent still runs; watching it (no second locker)"))
         case .lockerFact(let fact):
-            apply(supervisor.handle(fact, at: now.boottime), now, &out)
+            apply(supervisor.handle(fact, at: now), now, &out)
         case .lockRequest(let from):
             lockRequest(from: from, now, &out)
         case .prepareForSleep(let limit):
@@ -364,7 +364,7 @@ public struct IdleMachine: Sendable {
 
     mutating func startLocker(_ now: Instant, _ out: inout [Action]) {
         guard let stage = config.lockStage else { return }
-        let attempt = supervisor.starting(at: now.boottime)
+        let attempt = supervisor.starting(at: now)
         let retry = attempt > 1 ? " (attempt \(attempt))" : ""
         let why = lockRequested ? "on request" : "after \(idle(at: now)) idle"
         out.append(.log(.info, "locking \(why)\(retry)"))
@@ -378,7 +378,7 @@ public struct IdleMachine: Sendable {
     }
 
     mutating func probe(_ now: Instant, _ out: inout [Action]) {
-        supervisor.probed(at: now.boottime)
+        supervisor.probed(at: now)
         out.append(.probeKeyboard)
     }
 
@@ -396,7 +396,7 @@ public struct IdleMachine: Sendable {
         case .killed(let signal): .killed(signal: signal)
         case .failedToStart(let reason): .failedToStart(reason)
         }
-        apply(supervisor.handle(fact, at: now.boottime), now, &out)
+        apply(supervisor.handle(fact, at: now), now, &out)
     }
 
     /// Carries out what the supervisor decided.

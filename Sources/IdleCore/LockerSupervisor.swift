@@ -122,7 +122,13 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// The start of the current lock (its first attempt), for "locked for" times.
     public private(set) var lockedSince: BoottimeInstant?
     /// When the grab probe last ran for the current locker.
-    public private(set) var lastProbe: BoottimeInstant?
+    public private(set) var lastProbe: Instant?
+    /// When the current locker started, in both clocks. How long a locker has run
+    /// (for the grab deadline, the shortest hold) is waking time, on CLOCK_MONOTONIC:
+    /// a suspend right after the start must not make "returned at once" look held.
+    var startedAt: Instant?
+    /// When its grab was first seen.
+    var coveredAt: Instant?
     /// The last failure was an exit 0 at once: a detached locker may hold the
     /// keyboard, so a retry first checks that the keyboard is free.
     public private(set) var lastReturnedAtOnce = false
@@ -154,13 +160,15 @@ public struct LockerSupervisor: Equatable, Sendable {
     public var nextProbe: BoottimeInstant? { nextProbe(hurry: false) }
 
     /// With `hurry` (the system waits to sleep until the screen is covered) the probe
-    /// runs every 10 ms: the sleep then follows the grab within 10 ms.
+    /// runs every 10 ms: the sleep then follows the grab within 10 ms. The schedule
+    /// counts waking time: after a suspend the next probe is due at once, and the
+    /// deadline is still 3 s of the locker running.
     public func nextProbe(hurry: Bool) -> BoottimeInstant? {
-        guard case .running(let since, _, .unknown, _) = state else { return nil }
-        let deadline = since + grabDeadline
-        guard let last = lastProbe, last >= since else { return Swift.min(since + .ms(10), deadline) }
-        let gap = hurry ? .ms(10) : Swift.min(Swift.max(last - since, .ms(10)), .ms(500))
-        return Swift.min(last + gap, deadline)
+        guard case .running(_, _, .unknown, _) = state, let started = startedAt else { return nil }
+        guard let last = lastProbe else { return started.boottime + Swift.min(.ms(10), grabDeadline) }
+        let ran = last.monotonic - started.monotonic
+        let gap = hurry ? .ms(10) : Swift.min(Swift.max(ran, .ms(10)), .ms(500))
+        return last.boottime + Swift.max(Swift.min(gap, grabDeadline - ran), .zero)
     }
 
     /// When the machine must wake for the locker: the next probe, or the retry.
@@ -169,15 +177,17 @@ public struct LockerSupervisor: Equatable, Sendable {
         return nextProbe(hurry: hurry)
     }
 
-    public mutating func probed(at now: BoottimeInstant) { lastProbe = now }
+    public mutating func probed(at now: Instant) { lastProbe = now }
 
     /// A start is being asked for (at the lock time, on request, or a retry); returns its attempt number.
-    public mutating func starting(at now: BoottimeInstant) -> Int {
+    public mutating func starting(at now: Instant) -> Int {
         var attempt = 1
         if case .retrying(_, let a) = state { attempt = a }
-        if attempt == 1 { lockedSince = now }
+        if attempt == 1 { lockedSince = now.boottime }
         heldOff = 0
-        state = .running(since: now, attempt: attempt, cover: .unknown, adopted: false)
+        state = .running(since: now.boottime, attempt: attempt, cover: .unknown, adopted: false)
+        startedAt = now
+        coveredAt = nil
         lastProbe = nil
         return attempt
     }
@@ -193,11 +203,16 @@ public struct LockerSupervisor: Equatable, Sendable {
         if case .retrying(_, let attempt) = state { state = .retrying(at: now, attempt: attempt) }
     }
 
-    public mutating func handle(_ fact: LockerFact, at now: BoottimeInstant) -> LockerVerdict {
+    public mutating func handle(_ fact: LockerFact, at clocks: Instant) -> LockerVerdict {
+        let now = clocks.boottime
+        /// How long the current locker has run, in waking time.
+        var ran: Millis { startedAt.map { clocks.monotonic - $0.monotonic } ?? .zero }
         switch (fact, state) {
         case (.adopted, _):
             state = .running(since: now, attempt: 1, cover: .unknown, adopted: true)
             lockedSince = now
+            startedAt = clocks
+            coveredAt = nil
             lastProbe = nil
             return .none
         case (.started, _):
@@ -207,10 +222,11 @@ public struct LockerSupervisor: Equatable, Sendable {
                 // The count of failed attempts starts again only once it has held the
                 // screen a while (see `fail`): a grab seen may be another client's.
                 state = .running(since: since, attempt: attempt, cover: .covered(since: now), adopted: adopted)
+                coveredAt = clocks
                 lastReturnedAtOnce = false
                 return .covered(after: now - since)
             }
-            guard now >= since + grabDeadline else { return .none }
+            guard ran >= grabDeadline else { return .none }
             state = .running(since: since, attempt: attempt, cover: .notCovering, adopted: adopted)
             return .notCovering
         case (.keyboardGrabbed(let grabbed), .retrying(_, let attempt)):
@@ -222,16 +238,15 @@ public struct LockerSupervisor: Equatable, Sendable {
         case (.keyboardGrabbed, _):
             return .none
         case (.failedToStart(let reason), _):
-            return fail(.couldNotStart(reason), at: now)
+            return fail(.couldNotStart(reason), at: clocks)
         case (.exited(let status), .running(let since, _, let cover, _)):
-            let ran = now - since
-            guard status == 0 else { return fail(.exited(status, after: ran), at: now) }
+            guard status == 0 else { return fail(.exited(status, after: now - since), at: clocks) }
             // Exit 0 is an unlock only after the locker held the screen: its grab was
             // seen, or it ran through the whole grab deadline (lockers that never
             // grab), and not sooner than anyone could type a password.
             guard cover != .unknown, ran >= shortestHold else {
                 lastReturnedAtOnce = true
-                return fail(.returnedAtOnce(after: ran), at: now)
+                return fail(.returnedAtOnce(after: ran), at: clocks)
             }
             let lockedFor = now - (lockedSince ?? since)
             state = .unlocked
@@ -240,9 +255,9 @@ public struct LockerSupervisor: Equatable, Sendable {
             if case .covered = cover { return .unlocked(lockedFor: lockedFor, covered: true) }
             return .unlocked(lockedFor: lockedFor, covered: false)
         case (.killed(let signal), .running(let since, _, _, _)):
-            return fail(.killed(signal: signal, after: now - since), at: now)
+            return fail(.killed(signal: signal, after: now - since), at: clocks)
         case (.endedUnseen, .running(let since, _, _, _)):
-            return fail(.endedUnseen(after: now - since), at: now)
+            return fail(.endedUnseen(after: now - since), at: clocks)
         case (.exited, _), (.killed, _), (.endedUnseen, _):
             return .none
         }
@@ -250,14 +265,16 @@ public struct LockerSupervisor: Equatable, Sendable {
 
     /// Records a failure and plans the next start: at once after the first, then
     /// after 1, 2, 4 … up to 60 s.
-    mutating func fail(_ failure: LockerFailure, at now: BoottimeInstant) -> LockerVerdict {
+    mutating func fail(_ failure: LockerFailure, at clocks: Instant) -> LockerVerdict {
+        let now = clocks.boottime
         var attempt = 1
         switch state {
-        case .running(_, let a, .covered(let coveredSince), _):
-            // A locker that held the screen for the grab deadline was a working one:
-            // its failure is a first failure, retried at once. (i3lock that could not
-            // grab because another client held the keyboard fails before that.)
-            attempt = now - coveredSince >= grabDeadline ? 1 : a
+        case .running(_, let a, .covered, _):
+            // A locker that held the screen for the grab deadline (waking time) was a
+            // working one: its failure is a first failure, retried at once. (i3lock that
+            // could not grab because another client held the keyboard fails before that.)
+            let held = coveredAt.map { clocks.monotonic - $0.monotonic } ?? .zero
+            attempt = held >= grabDeadline ? 1 : a
         case .running(_, let a, _, _), .retrying(_, let a): attempt = a
         case .unlocked: lockedSince = now
         }

@@ -5,14 +5,19 @@ import Testing
 struct LockerSupervisorTests {
     static let start = BoottimeInstant.hours(1)
 
+    /// Both clocks at boottime `t`, with no suspend since `start` (monotonic 100 s behind).
+    static func at(_ t: BoottimeInstant) -> Instant {
+        Instant(monotonic: MonotonicInstant(t.sinceZero - .seconds(100)), boottime: t)
+    }
+
     /// A supervisor whose locker started at `start`, the grab seen (or not) 10 ms later.
     static func running(covered: Bool?) -> LockerSupervisor {
         var supervisor = LockerSupervisor()
-        _ = supervisor.starting(at: start)
+        _ = supervisor.starting(at: LockerSupervisorTests.at(start))
         if let covered {
             let probe = start + .ms(10)
-            supervisor.probed(at: probe)
-            _ = supervisor.handle(.keyboardGrabbed(covered), at: covered ? probe : start + .seconds(3))
+            supervisor.probed(at: LockerSupervisorTests.at(probe))
+            _ = supervisor.handle(.keyboardGrabbed(covered), at: LockerSupervisorTests.at(covered ? probe : start + .seconds(3)))
         }
         return supervisor
     }
@@ -32,7 +37,7 @@ struct LockerSupervisorTests {
     ])
     func verdicts(covered: Bool?, fact: LockerFact, after: Millis, unlock: Bool) {
         var supervisor = LockerSupervisorTests.running(covered: covered)
-        let verdict = supervisor.handle(fact, at: LockerSupervisorTests.start + after)
+        let verdict = supervisor.handle(fact, at: LockerSupervisorTests.at(LockerSupervisorTests.start + after))
         if unlock {
             guard case .unlocked = verdict else { Issue.record("\(fact) after \(after): \(verdict)"); return }
             #expect(supervisor.state == .unlocked)
@@ -48,14 +53,14 @@ struct LockerSupervisorTests {
     func backoff() {
         var supervisor = LockerSupervisor()
         var now = LockerSupervisorTests.start
-        _ = supervisor.starting(at: now)
+        _ = supervisor.starting(at: LockerSupervisorTests.at(now))
         var delays: [Millis] = []
         for _ in 0..<10 {
             now += .ms(100)
-            guard case .failed(_, let retryAt, _) = supervisor.handle(.exited(1), at: now) else { return }
+            guard case .failed(_, let retryAt, _) = supervisor.handle(.exited(1), at: LockerSupervisorTests.at(now)) else { return }
             delays.append(retryAt - now)
             now = retryAt
-            _ = supervisor.starting(at: now)
+            _ = supervisor.starting(at: LockerSupervisorTests.at(now))
         }
         #expect(delays == [0, 1, 2, 4, 8, 16, 32, 60, 60, 60].map { Millis.seconds($0) })
     }
@@ -65,14 +70,14 @@ struct LockerSupervisorTests {
     func coverAndCount(heldFor: Millis, retryIn: Millis) {
         var supervisor = LockerSupervisor()
         let t0 = LockerSupervisorTests.start
-        _ = supervisor.starting(at: t0)
-        _ = supervisor.handle(.exited(1), at: t0 + .ms(100))
-        #expect(supervisor.starting(at: t0 + .ms(100)) == 2)
-        #expect(supervisor.handle(.keyboardGrabbed(false), at: t0 + .ms(110)) == .none)
-        #expect(supervisor.handle(.keyboardGrabbed(true), at: t0 + .ms(130)) == .covered(after: .ms(30)))
+        _ = supervisor.starting(at: LockerSupervisorTests.at(t0))
+        _ = supervisor.handle(.exited(1), at: LockerSupervisorTests.at(t0 + .ms(100)))
+        #expect(supervisor.starting(at: LockerSupervisorTests.at(t0 + .ms(100))) == 2)
+        #expect(supervisor.handle(.keyboardGrabbed(false), at: LockerSupervisorTests.at(t0 + .ms(110))) == .none)
+        #expect(supervisor.handle(.keyboardGrabbed(true), at: LockerSupervisorTests.at(t0 + .ms(130))) == .covered(after: .ms(30)))
         // A grab seen may be another client's: i3lock that could not grab fails 2.3 s in,
         // and is retried with the growing delay; one that held for 3 s is retried at once.
-        guard case .failed(_, let retryAt, _) = supervisor.handle(.exited(1), at: t0 + .ms(130) + heldFor) else {
+        guard case .failed(_, let retryAt, _) = supervisor.handle(.exited(1), at: LockerSupervisorTests.at(t0 + .ms(130)) + heldFor) else {
             Issue.record("\(supervisor.state)")
             return
         }
@@ -82,16 +87,16 @@ struct LockerSupervisorTests {
     @Test("a locker that never grabs is not covering once the deadline passes; no more probes")
     func notCovering() {
         var never = LockerSupervisor()
-        _ = never.starting(at: LockerSupervisorTests.start)
-        #expect(never.handle(.keyboardGrabbed(false), at: LockerSupervisorTests.start + .seconds(3)) == .notCovering)
+        _ = never.starting(at: LockerSupervisorTests.at(LockerSupervisorTests.start))
+        #expect(never.handle(.keyboardGrabbed(false), at: LockerSupervisorTests.at(LockerSupervisorTests.start + .seconds(3))) == .notCovering)
         #expect(never.nextProbe == nil)
     }
 
     @Test("while a sleep waits on it, the probe runs every 10 ms")
     func hurriedProbe() {
         var supervisor = LockerSupervisor()
-        _ = supervisor.starting(at: LockerSupervisorTests.start)
-        supervisor.probed(at: LockerSupervisorTests.start + .ms(320))
+        _ = supervisor.starting(at: LockerSupervisorTests.at(LockerSupervisorTests.start))
+        supervisor.probed(at: LockerSupervisorTests.at(LockerSupervisorTests.start + .ms(320)))
         #expect(supervisor.nextProbe(hurry: false) == LockerSupervisorTests.start + .ms(640))
         #expect(supervisor.nextProbe(hurry: true) == LockerSupervisorTests.start + .ms(330))
     }

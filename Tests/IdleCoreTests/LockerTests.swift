@@ -290,3 +290,35 @@ struct LockerTests {
         #expect(unlocked.lockerExits(.exited(1)).isEmpty, "a second end of the same locker is ignored")
     }
 }
+
+/// Found by the migration of these tests: how long a locker ran is waking time.
+@Suite("A suspend right after a lock is not time the locker held the screen")
+struct LockerAcrossASuspendTests {
+    @Test("the grab deadline counts waking time: 5 ms awake and an hour asleep are not 3 s without a grab")
+    func grabDeadlineAcrossASuspend() {
+        var s = Story(flags: "--lock-after", "10m")
+        s.lockerGrabsKeyboard = false  // not grabbed yet when the lid closes (xsecurelock takes a while)
+        s.wait(until: Story.at(.minutes(10)))
+        s.advance(by: .ms(5))
+        let resumed = s.suspend(for: .hours(1))  // `xidlelock lock; systemctl suspend`
+        s.lockerGrabsKeyboard = true  // it grabs a moment after the resume
+        let after = s.wait(for: .seconds(1))
+        #expect(resumed.logs(.error).isEmpty, "5 ms awake is not 3 s without a grab")
+        #expect(!resumed.contains(.announce(.lockerNotCovering(runningFor: .seconds(3)))))
+        #expect(after.contains { if case .announce(.locked) = $0 { true } else { false } })
+        #expect(s.machine.stateName == "locked")
+    }
+
+    @Test("an exit 0 a few milliseconds of waking time after the start is no unlock, even with a suspend in between")
+    func shortestHoldAcrossASuspend() {
+        var s = Story(flags: "--lock-after", "10m", "--on-unlock", "unlock-hook")
+        s.lockerGrabsKeyboard = false  // a wrapper that backgrounds the locker, or `true`
+        s.wait(until: Story.at(.minutes(10)))
+        s.advance(by: .ms(5))
+        s.suspend(for: .hours(1))  // the lid closes before the locker's exit is reaped
+        let ended = s.lockerExits(.exited(0))  // it returned at once: 5 ms of waking time
+        #expect(ended.logs(.error).contains { $0.contains("without holding the screen") })
+        #expect(ended.commands(.onUnlock).isEmpty)
+        #expect(s.machine.locker != .unlocked, "the screen may be open: the locker is started again")
+    }
+}
