@@ -399,9 +399,10 @@ def stamps(path):
 
 
 class DeadlineRun:
-    """One agent, lock time 1 s, locker = `xbench now FILE`. A cycle: wait 100 ms after
-    the last lock, send one XTest motion (t0 = just before it is sent), read the next
-    locker timestamp t1; error = t1 - t0 - 1 s - the helper's own start-up overhead."""
+    """One agent, lock time 1 s, locker = `xbench lock FILE 1100` (xss-lock: `xbench now
+    FILE`). A cycle: wait 100 ms after the last unlock, send one XTest motion (t0 = just
+    before it is sent), read the next locker timestamp t1; error = t1 - t0 - 1 s - the
+    helper's own start-up overhead."""
 
     def __init__(self, name, tmp, cycles, overhead_ns):
         self.name, self.cycles, self.overhead = name, cycles, overhead_ns
@@ -422,7 +423,9 @@ class DeadlineRun:
             self.x.run(["xset", "s", "1"])  # the server's screensaver fires at 1 s idle
         else:
             # --verbose: a log line per decision (a few µs each), so that a failed cycle can be explained.
-            self.agent = start(agent_argv(name, f"{XBENCH} now {self.file}", "1s") + ["--verbose"], env=self.x.env,
+            # A locker that holds the screen (grabs the keyboard) 1.1 s, then unlocks: a
+            # locker that exits at once is a failure to xidlelock, never an unlock.
+            self.agent = start(agent_argv(name, f"{XBENCH} lock {self.file} 1100", "1s") + ["--verbose"], env=self.x.env,
                                stderr=open(os.path.join(RESULTS, f"deadline-{name}.log"), "w"))
 
     def done(self):
@@ -436,6 +439,9 @@ class DeadlineRun:
                 self.state, self.next_at = "pause", now + 0.1
             elif now > self.started_at + 10:
                 self.failure = "no first lock within 10 s"
+        elif self.state == "pause" and self.name != "xss-lock" and len(stamps(self.file + ".unlocked")) < len(stamps(self.file)):
+            # xidlelock's locker still holds the screen: the cycle starts 100 ms after the unlock.
+            self.next_at = now + 0.1
         elif self.state == "pause" and now >= self.next_at:
             if self.agent and self.name == "xss-lock":
                 stop(self.agent)
@@ -689,7 +695,7 @@ def render(res, quick, command, date, elapsed):
         "agent, per event. Configurations are interleaved per repeat.")
     o = dl["overhead_ms"]
     L.append(
-        f"3. The locker is `xbench now FILE`, which appends CLOCK_MONOTONIC ns. A cycle: 100 ms after a lock, one XTest "
+        f"3. The locker is `xbench lock FILE 1100` for xidlelock (it appends CLOCK_MONOTONIC ns, grabs the keyboard, holds it 1.1 s and unlocks: an instant exit 0 is a failure to xidlelock) and `xbench now FILE` for xss-lock. A cycle: 100 ms after an unlock, one XTest "
         f"motion (t0 taken just before it is sent), lock time 1 s; error = t1 − t0 − 1 s − the helper's own start-up "
         f"(measured: `sh -c` {o['sh']['median']:.2f} ms, direct exec {o['exec']['median']:.2f} ms; subtracted for "
         f"xidlelock and xss-lock respectively). xss-lock 0.3.0 aborts (assertion `logind_session`) on a machine without logind "

@@ -9,6 +9,9 @@
  *                                 just before the first request and after the last
  *                                 XSync returned.
  *   xbench now FILE               append CLOCK_MONOTONIC ns to FILE (a locker command).
+ *   xbench lock FILE MS           a locker that holds the screen as a real one does: append
+ *                                 the time to FILE, grab the keyboard, hold it MS ms, append
+ *                                 the time to FILE.unlocked and exit 0 (an unlock).
  *   xbench spawnlat N sh|exec FILE
  *                                 start `sh -c 'xbench now FILE'` (or exec xbench now
  *                                 FILE directly) N times; prints, one a line, the ns
@@ -74,6 +77,22 @@ static int append_now(const char *path) {
     return 0;
 }
 
+static int hold_lock(const char *path, long ms) {
+    if (append_now(path) != 0) return 1;
+    Display *dpy = XOpenDisplay(NULL);
+    if (!dpy) return die("cannot open the display");
+    int64_t until = now_ns() + 3000000000LL;
+    while (XGrabKeyboard(dpy, DefaultRootWindow(dpy), True, GrabModeAsync, GrabModeAsync, CurrentTime) != GrabSuccess) {
+        if (now_ns() > until) return die("cannot grab the keyboard");
+        usleep(1000);
+    }
+    XSync(dpy, False);
+    usleep((useconds_t)ms * 1000);
+    char unlocked[4096];
+    snprintf(unlocked, sizeof unlocked, "%s.unlocked", path);
+    return append_now(unlocked);
+}
+
 static int64_t last_stamp(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
@@ -131,6 +150,7 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "motion") == 0)
         return motion(atol(argv[2]), argc >= 4 ? atol(argv[3]) : 256);
     if (argc == 3 && strcmp(argv[1], "now") == 0) return append_now(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "lock") == 0) return hold_lock(argv[2], atol(argv[3]));
     if (argc == 5 && strcmp(argv[1], "spawnlat") == 0)
         return spawnlat(argv[0], atol(argv[2]), argv[3], argv[4]);
     if (argc >= 6 && strcmp(argv[1], "alt") == 0) {
@@ -141,6 +161,6 @@ int main(int argc, char **argv) {
         argv[sep] = NULL;
         return alternate(atol(argv[2]), argv + 3, argv + sep + 1);
     }
-    fprintf(stderr, "usage: xbench motion N [SYNC_EVERY] | now FILE | spawnlat N sh|exec FILE | alt N A... -- B...\n");
+    fprintf(stderr, "usage: xbench motion N [SYNC_EVERY] | now FILE | lock FILE MS | spawnlat N sh|exec FILE | alt N A... -- B...\n");
     return 64;
 }

@@ -148,10 +148,19 @@ final class XServer {
         case 3: .disabled  // ScreenSaverDisabled
         default: .off
         }
+        let tilOrSince = Millis(Int64(clamping: info.pointee.til_or_since))
+        // The timeout takes a round trip of its own: asked for only when the reading
+        // could mean a client's suspension (Off, nothing left to wait) or an activation
+        // (On); otherwise the last one known serves.
+        if state == .on || (state == .off && tilOrSince == .zero) || knownSaverTimeout == nil {
+            knownSaverTimeout = saverSettings().timeout
+        }
         return ScreenSaverReading(state: state, idle: Millis(Int64(clamping: info.pointee.idle)),
-                                  tilOrSince: Millis(Int64(clamping: info.pointee.til_or_since)),
-                                  timeout: saverSettings().timeout)
+                                  tilOrSince: tilOrSince, timeout: knownSaverTimeout ?? .zero)
     }
+
+    /// The server's saver timeout as last read (see `saverReading`).
+    private var knownSaverTimeout: Millis?
 
     /// The server's saver settings (XGetScreenSaver); the timeout in ms.
     func saverSettings() -> (timeout: Millis, interval: Int32, preferBlanking: Int32, allowExposures: Int32) {
@@ -165,6 +174,7 @@ final class XServer {
 
     /// Sets the saver timeout, keeping the other settings.
     func setSaverTimeout(_ timeout: Millis) {
+        knownSaverTimeout = timeout
         let current = saverSettings()
         XSetScreenSaver(display, Int32(clamping: timeout.value / 1000), current.interval, current.preferBlanking, current.allowExposures)
         XFlush(display)
