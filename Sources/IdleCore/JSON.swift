@@ -184,6 +184,16 @@ struct JSONReader {
         i += 1  // opening quote
         var scalars = String.UnicodeScalarView()
         var run = i
+        /// Four hex digits at `k` (and only hex digits: no sign), or nil.
+        func hex4(_ k: Int) -> UInt32? {
+            guard k + 4 <= bytes.count else { return nil }
+            var value: UInt32 = 0
+            for b in bytes[k..<k + 4] {
+                guard let digit = UInt32(String(UnicodeScalar(b)), radix: 16) else { return nil }
+                value = value * 16 + digit
+            }
+            return value
+        }
         func flush(_ r: inout Int, _ end: Int, _ s: inout String.UnicodeScalarView) {
             if end > r { s.append(contentsOf: String(decoding: bytes[r..<end], as: UTF8.self).unicodeScalars) }
         }
@@ -211,12 +221,18 @@ struct JSONReader {
                 case UInt8(ascii: "r"): scalars.append("\r")
                 case UInt8(ascii: "t"): scalars.append("\t")
                 case UInt8(ascii: "u"):
-                    guard i + 4 <= bytes.count, let code = UInt32(String(decoding: bytes[i..<i + 4], as: UTF8.self), radix: 16) else {
-                        throw JSONError("invalid \\u escape")
-                    }
+                    guard let code = hex4(i) else { throw JSONError("invalid \\u escape") }
                     i += 4
-                    // Surrogates are replaced: the protocol carries no text that needs them.
-                    scalars.append(Unicode.Scalar(code) ?? "\u{FFFD}")
+                    // A surrogate pair is one character (Python's json.dumps writes 🎬 as
+                    // \ud83c\udfac); a lone surrogate is replaced.
+                    if (0xD800...0xDBFF).contains(code), i + 6 <= bytes.count,
+                       bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u"),
+                       let low = hex4(i + 2), (0xDC00...0xDFFF).contains(low) {
+                        i += 6
+                        scalars.append(Unicode.Scalar(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)) ?? "\u{FFFD}")
+                    } else {
+                        scalars.append(Unicode.Scalar(code) ?? "\u{FFFD}")
+                    }
                 default: throw JSONError("invalid escape")
                 }
                 run = i

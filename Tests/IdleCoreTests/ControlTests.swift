@@ -345,3 +345,15 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         #expect(!story.actions.contains(.terminate(.locker)))
     }
 }
+
+@Suite("JSON escapes from other languages' encoders")
+struct JSONEscapeTests {
+    @Test("a surrogate pair is one character; a lone surrogate is replaced; a sign is no hex digit")
+    func surrogates() throws {
+        #expect(try JSONValue(parsing: #""\ud83c\udfac film""#) == .string("🎬 film"))
+        #expect(try JSONValue(parsing: #""\ud83c x""#) == .string("\u{FFFD} x"))
+        #expect(throws: JSONError.self) { try JSONValue(parsing: #""\u+041""#) }
+        let request = try ControlRequest.parse(#"{"v":1,"cmd":"inhibit","why":"\ud83c\udfac film"}"#)
+        #expect(request == .inhibit(why: "🎬 film", duration: nil))
+    }
+}
