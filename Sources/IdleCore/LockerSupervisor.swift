@@ -1,8 +1,6 @@
 /// What the edge saw of the locker. The edge only reports facts; every decision
 /// about what they mean is made by `LockerSupervisor`.
 public enum LockerFact: Equatable, Sendable {
-    /// The locker process is running (started by this agent).
-    case started
     /// It could not be started at all (not found, fork failed).
     case failedToStart(String)
     /// It exited with this status.
@@ -70,8 +68,8 @@ private func signalName(_ signal: Int32) -> String {
 public enum LockerCover: Equatable, Sendable {
     /// Not seen yet: the probe goes on until `LockerSupervisor.grabDeadline`.
     case unknown
-    /// Another client (the locker) held the keyboard grab at this time.
-    case covered(since: BoottimeInstant)
+    /// Another client (the locker) held the keyboard grab from this time on.
+    case covered(since: Instant)
     /// It ran for the whole grab deadline without a grab being seen: it runs, but
     /// the screen may be visible. It is not replaced (never a second locker).
     case notCovering
@@ -80,8 +78,10 @@ public enum LockerCover: Equatable, Sendable {
 public enum LockerState: Equatable, Sendable {
     case unlocked
     /// The locker runs, started (or adopted) at `since`; `attempt` counts the
-    /// starts since the last locker that held the screen.
-    case running(since: BoottimeInstant, attempt: Int, cover: LockerCover, adopted: Bool)
+    /// starts since the last locker that held the screen. How long it has run (for
+    /// the grab deadline, the shortest hold) is waking time, on CLOCK_MONOTONIC: a
+    /// suspend right after the start must not make "returned at once" look held.
+    case running(since: Instant, attempt: Int, cover: LockerCover, adopted: Bool)
     /// The last locker failed; it is started again at `at`. The screen may be open.
     case retrying(at: BoottimeInstant, attempt: Int)
 }
@@ -123,12 +123,6 @@ public struct LockerSupervisor: Equatable, Sendable {
     public private(set) var lockedSince: BoottimeInstant?
     /// When the grab probe last ran for the current locker.
     public private(set) var lastProbe: Instant?
-    /// When the current locker started, in both clocks. How long a locker has run
-    /// (for the grab deadline, the shortest hold) is waking time, on CLOCK_MONOTONIC:
-    /// a suspend right after the start must not make "returned at once" look held.
-    var startedAt: Instant?
-    /// When its grab was first seen.
-    var coveredAt: Instant?
     /// The last failure was an exit 0 at once: a detached locker may hold the
     /// keyboard, so a retry first checks that the keyboard is free.
     public private(set) var lastReturnedAtOnce = false
@@ -164,7 +158,7 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// counts waking time: after a suspend the next probe is due at once, and the
     /// deadline is still 3 s of the locker running.
     public func nextProbe(hurry: Bool) -> BoottimeInstant? {
-        guard case .running(_, _, .unknown, _) = state, let started = startedAt else { return nil }
+        guard case .running(let started, _, .unknown, _) = state else { return nil }
         guard let last = lastProbe else { return started.boottime + Swift.min(.ms(10), grabDeadline) }
         let ran = last.monotonic - started.monotonic
         let gap = hurry ? .ms(10) : Swift.min(Swift.max(ran, .ms(10)), .ms(500))
@@ -185,9 +179,7 @@ public struct LockerSupervisor: Equatable, Sendable {
         if case .retrying(_, let a) = state { attempt = a }
         if attempt == 1 { lockedSince = now.boottime }
         heldOff = 0
-        state = .running(since: now.boottime, attempt: attempt, cover: .unknown, adopted: false)
-        startedAt = now
-        coveredAt = nil
+        state = .running(since: now, attempt: attempt, cover: .unknown, adopted: false)
         lastProbe = nil
         return attempt
     }
@@ -205,28 +197,21 @@ public struct LockerSupervisor: Equatable, Sendable {
 
     public mutating func handle(_ fact: LockerFact, at clocks: Instant) -> LockerVerdict {
         let now = clocks.boottime
-        /// How long the current locker has run, in waking time.
-        var ran: Millis { startedAt.map { clocks.monotonic - $0.monotonic } ?? .zero }
         switch (fact, state) {
         case (.adopted, _):
-            state = .running(since: now, attempt: 1, cover: .unknown, adopted: true)
+            state = .running(since: clocks, attempt: 1, cover: .unknown, adopted: true)
             lockedSince = now
-            startedAt = clocks
-            coveredAt = nil
             lastProbe = nil
-            return .none
-        case (.started, _):
             return .none
         case (.keyboardGrabbed(let grabbed), .running(let since, let attempt, .unknown, let adopted)):
             if grabbed == true {
                 // The count of failed attempts starts again only once it has held the
                 // screen a while (see `fail`): a grab seen may be another client's.
-                state = .running(since: since, attempt: attempt, cover: .covered(since: now), adopted: adopted)
-                coveredAt = clocks
+                state = .running(since: since, attempt: attempt, cover: .covered(since: clocks), adopted: adopted)
                 lastReturnedAtOnce = false
-                return .covered(after: now - since)
+                return .covered(after: now - since.boottime)
             }
-            guard ran >= grabDeadline else { return .none }
+            guard clocks.monotonic - since.monotonic >= grabDeadline else { return .none }
             state = .running(since: since, attempt: attempt, cover: .notCovering, adopted: adopted)
             return .notCovering
         case (.keyboardGrabbed(let grabbed), .retrying(_, let attempt)):
@@ -240,7 +225,8 @@ public struct LockerSupervisor: Equatable, Sendable {
         case (.failedToStart(let reason), _):
             return fail(.couldNotStart(reason), at: clocks)
         case (.exited(let status), .running(let since, _, let cover, _)):
-            guard status == 0 else { return fail(.exited(status, after: now - since), at: clocks) }
+            guard status == 0 else { return fail(.exited(status, after: now - since.boottime), at: clocks) }
+            let ran = clocks.monotonic - since.monotonic
             // Exit 0 is an unlock only after the locker held the screen: its grab was
             // seen, or it ran through the whole grab deadline (lockers that never
             // grab), and not sooner than anyone could type a password.
@@ -248,16 +234,15 @@ public struct LockerSupervisor: Equatable, Sendable {
                 lastReturnedAtOnce = true
                 return fail(.returnedAtOnce(after: ran), at: clocks)
             }
-            let lockedFor = now - (lockedSince ?? since)
+            let lockedFor = now - (lockedSince ?? since.boottime)
             state = .unlocked
             lockedSince = nil
             lastReturnedAtOnce = false
-            if case .covered = cover { return .unlocked(lockedFor: lockedFor, covered: true) }
-            return .unlocked(lockedFor: lockedFor, covered: false)
+            return .unlocked(lockedFor: lockedFor, covered: cover != .notCovering)
         case (.killed(let signal), .running(let since, _, _, _)):
-            return fail(.killed(signal: signal, after: now - since), at: clocks)
+            return fail(.killed(signal: signal, after: now - since.boottime), at: clocks)
         case (.endedUnseen, .running(let since, _, _, _)):
-            return fail(.endedUnseen(after: now - since), at: clocks)
+            return fail(.endedUnseen(after: now - since.boottime), at: clocks)
         case (.exited, _), (.killed, _), (.endedUnseen, _):
             return .none
         }
@@ -269,12 +254,11 @@ public struct LockerSupervisor: Equatable, Sendable {
         let now = clocks.boottime
         var attempt = 1
         switch state {
-        case .running(_, let a, .covered, _):
+        case .running(_, let a, .covered(let coveredSince), _):
             // A locker that held the screen for the grab deadline (waking time) was a
             // working one: its failure is a first failure, retried at once. (i3lock that
             // could not grab because another client held the keyboard fails before that.)
-            let held = coveredAt.map { clocks.monotonic - $0.monotonic } ?? .zero
-            attempt = held >= grabDeadline ? 1 : a
+            attempt = clocks.monotonic - coveredSince.monotonic >= grabDeadline ? 1 : a
         case .running(_, let a, _, _), .retrying(_, let a): attempt = a
         case .unlocked: lockedSince = now
         }

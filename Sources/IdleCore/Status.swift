@@ -69,7 +69,7 @@ extension IdleMachine {
             }
             return .object([
                 ("state", .string("running")), ("pid", pid.map { .number(Double($0)) } ?? .null),
-                ("covers_screen", covers), ("running_ms", ms(now.boottime - since)),
+                ("covers_screen", covers), ("running_ms", ms(now.boottime - since.boottime)),
                 ("attempt", .number(Double(attempt))), ("adopted", .bool(adopted)),
             ])
         case .retrying(let at, let attempt):
