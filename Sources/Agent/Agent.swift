@@ -12,7 +12,7 @@ public final class Agent {
     let control: ControlListener
     let children: ChildProcesses
     let secure: Bool
-    var nextInhibitorID = 1
+    private var nextInhibitorID = 1
     /// The desktop's buses (logind, org.freedesktop.ScreenSaver), when reachable.
     var desktop: DesktopServices?
     /// The locker knows logind's sleep delay protocol (XSS_SLEEP_LOCK_FD).
@@ -136,7 +136,7 @@ public final class Agent {
 
     /// Starts following the X server's keep-awake signals. So that a client's
     /// XScreenSaverSuspend shows by the lock time, a server saver timeout longer than
-    /// the lock time is lowered to it while the agent runs (restored at exit).
+    /// that is lowered to 2 s before the lock time while the agent runs (restored at exit).
     func followKeepAwakeSignals(lockAfter: Millis) {
         let settings = x.saverSettings()
         if let lowered = XKeepAwake.timeoutToSet(server: settings.timeout, lockAfter: lockAfter) {
@@ -165,10 +165,16 @@ public final class Agent {
             Log.write(.warning, "not honoured (--secure): \(hold.rawValue)")
             return
         }
+        xHolds[hold] = inhibit(source: .x, who: "the X server", why: hold.rawValue)
+    }
+
+    /// Holds the stages off for an inhibitor of any source; returns its id (unique
+    /// over the agent's life: also a ScreenSaver cookie).
+    func inhibit(source: InhibitorSource, who: String, why: String, until: BoottimeInstant? = nil) -> Int {
         let id = nextInhibitorID
         nextInhibitorID += 1
-        xHolds[hold] = id
-        perform(.inhibit(Inhibitor(id: id, who: "the X server", why: hold.rawValue, until: nil, source: .x)))
+        perform(.inhibit(Inhibitor(id: id, who: who, why: why, until: until, source: source)))
+        return id
     }
 
     /// The server's own saver turned on: `xset s activate` asks for a lock now.
@@ -264,10 +270,7 @@ extension Agent: DesktopAgent {
             return 0
         }
         wake()
-        let id = nextInhibitorID
-        nextInhibitorID += 1
-        perform(.inhibit(Inhibitor(id: id, who: who, why: why, until: nil, source: source)))
-        return id
+        return inhibit(source: source, who: who, why: why)
     }
 
     func removeInhibitor(id: Int) {

@@ -35,17 +35,14 @@ extension Agent: ControlRequestHandler {
             perform(.reset)
             client.send(ControlRequest.reply())
         case .inhibit(let why, let duration):
-            let id = nextInhibitorID
-            nextInhibitorID += 1
+            let id = inhibit(source: .socket, who: client.who, why: ClientText.sanitized(why),
+                             until: duration.map { now.boottime + $0 })
             if duration == nil {
                 // Held while the connection stays open; a second one on the same
                 // connection is held too, and all end together when it closes.
                 client.inhibitorIDs.append(id)
                 client.requestDeadline = nil
             }
-            let inhibitor = Inhibitor(id: id, who: client.who, why: ClientText.sanitized(why),
-                                      until: duration.map { now.boottime + $0 })
-            perform(.inhibit(inhibitor))
             client.send(ControlRequest.reply([("id", .number(Double(id)))]))
         case .disable(let duration):
             perform(.disable(until: duration.map { now.boottime + $0 }))

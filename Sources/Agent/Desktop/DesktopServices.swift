@@ -28,7 +28,7 @@ public enum LogindInhibitorPolicy: String, Sendable, CaseIterable {
 /// browsers and players), and logind on the system bus (lock before sleep, the
 /// session's Lock signal, its hints, idle inhibitors). Either bus may be missing
 /// or go away: the agent goes on locking, says so once, and reconnects.
-final class DesktopServices: DesktopLink {
+final class DesktopServices {
     struct Settings {
         var serveScreenSaver = true
         var useLogind = true
@@ -427,10 +427,4 @@ final class DesktopServices: DesktopLink {
             }
         }
     }
-}
-
-/// A process's name from /proc, escaped for logs and status.
-func processName(_ pid: pid_t) -> String {
-    guard pid > 0, let bytes = FileIO.readSmallFile("/proc/\(pid)/comm", limit: 64) else { return "?" }
-    return ClientText.sanitized(String(decoding: bytes, as: UTF8.self).filter { $0 != "\n" }, maxBytes: 64)
 }
