@@ -109,10 +109,6 @@ int xil_bus_process(sd_bus *bus) {
     }
 }
 
-const char *xil_bus_unique_name(sd_bus *bus) {
-    const char *name = NULL;
-    return p_sd_bus_get_unique_name(bus, &name) < 0 ? "?" : name;
-}
 
 /* MARK: org.freedesktop.ScreenSaver */
 
@@ -406,17 +402,31 @@ static int find_property(sd_bus_message *m, struct property_seen *seen) {
 
 static const char *session_watched;
 
+/* The property's value now: from the signal, or read again when the signal only
+ * invalidated it. 1 when known, 0 when not. */
+static int property_now(sd_bus_message *m, struct property_seen *seen, const char *path, const char *interface) {
+    if (find_property(m, seen) < 0 || !seen->found) return 0;
+    if (seen->found == 1) return 1;
+    sd_bus *bus = p_sd_bus_message_get_bus(m);
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    int r;
+    if (seen->type == 'b') {
+        r = p_sd_bus_get_property_trivial(bus, LOGIN1, path, interface, seen->name, &e, 'b', &seen->boolean);
+    } else {
+        char *value = NULL;
+        r = p_sd_bus_get_property_string(bus, LOGIN1, path, interface, seen->name, &e, &value);
+        if (r >= 0) snprintf(seen->string, sizeof seen->string, "%s", value);
+        free(value);
+    }
+    p_sd_bus_error_free(&e);
+    return r >= 0;
+}
+
 static int on_session_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
     struct property_seen seen = {.name = "Active", .type = 'b'};
-    if (find_property(m, &seen) < 0 || !seen.found) return 0;
-    if (seen.found == 2) {
-        int active = xil_logind_session_active(p_sd_bus_message_get_bus(m), session_watched);
-        if (active < 0) return 0;
-        seen.boolean = active;
-    }
-    cb->session_active(cb->context, seen.boolean);
+    if (property_now(m, &seen, session_watched, SESSION)) cb->session_active(cb->context, seen.boolean);
     return 0;
 }
 
@@ -424,18 +434,7 @@ static int on_manager_properties(sd_bus_message *m, void *userdata, sd_bus_error
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
     struct property_seen seen = {.name = "BlockInhibited", .type = 's'};
-    if (find_property(m, &seen) < 0 || !seen.found) return 0;
-    if (seen.found == 2) {
-        char *value = NULL;
-        sd_bus_error e = SD_BUS_ERROR_NULL;
-        if (p_sd_bus_get_property_string(p_sd_bus_message_get_bus(m), LOGIN1, MANAGER_PATH, MANAGER, "BlockInhibited", &e, &value) < 0) {
-            p_sd_bus_error_free(&e);
-            return 0;
-        }
-        snprintf(seen.string, sizeof seen.string, "%s", value);
-        free(value);
-    }
-    cb->block_inhibited(cb->context, seen.string);
+    if (property_now(m, &seen, MANAGER_PATH, MANAGER)) cb->block_inhibited(cb->context, seen.string);
     return 0;
 }
 

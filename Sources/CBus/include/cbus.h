@@ -43,8 +43,6 @@ int xil_bus_events(sd_bus *bus);
 uint64_t xil_bus_timeout(sd_bus *bus);
 /* Processes everything pending. 0, or -errno when the connection is lost. */
 int xil_bus_process(sd_bus *bus);
-/* The bus's unique name, for logs. */
-const char *xil_bus_unique_name(sd_bus *bus);
 
 /* Serves org.freedesktop.ScreenSaver at /org/freedesktop/ScreenSaver and
  * /ScreenSaver. 1: the name is ours; 0: another program owns it (its pid, or 0,
