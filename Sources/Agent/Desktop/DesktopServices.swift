@@ -77,7 +77,7 @@ final class DesktopServices {
     func start() {
         var error = [CChar](repeating: 0, count: 256)
         guard xil_bus_load(&error, error.count) == 0 else {
-            Log.write(.warning, "D-Bus is not available (\(String(cString: error))): no lock before sleep, no org.freedesktop.ScreenSaver; locking goes on")
+            Log.write(.warning, "D-Bus is not available (\(String(nulTerminated: error))): no lock before sleep, no org.freedesktop.ScreenSaver; locking goes on")
             return
         }
         if settings.serveScreenSaver { connectSession() }
@@ -138,7 +138,7 @@ final class DesktopServices {
         var path = [CChar](repeating: 0, count: 256)
         let found = xil_logind_session_path(bus, id, &path, path.count)
         if found == 0 {
-            sessionPath = String(cString: path)
+            sessionPath = String(nulTerminated: path)
             Log.write(.info, "logind session: \(sessionPath!)")
         } else {
             sessionPath = nil
@@ -426,5 +426,12 @@ final class DesktopServices {
             default: Log.write(.error, text)
             }
         }
+    }
+}
+
+extension String {
+    /// The text of a NUL-terminated buffer a C function filled in.
+    init(nulTerminated buffer: [CChar]) {
+        self.init(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
