@@ -140,7 +140,8 @@ final class XServer {
         return token
     }
 
-    /// The screensaver as the server sees it, with the idle counter: one round trip.
+    /// The screensaver as the server sees it, with the idle counter: one round trip,
+    /// two when the reading needs the saver timeout too.
     func saverReading() -> ScreenSaverReading? {
         guard XScreenSaverQueryInfo(display, root, info) != 0 else { return nil }
         let state: ScreenSaverReading.State = switch info.pointee.state {
@@ -206,5 +207,4 @@ final class XServer {
         }
         return (count, saverOn)
     }
-
 }
