@@ -69,17 +69,17 @@ struct SpawnRequest {
     func spawn() throws(SystemError) -> pid_t {
         let env = SpawnRequest.childEnvironment(base: SpawnRequest.currentEnvironment(), adding: environment)
         var pid: pid_t = 0
-        let path: String
-        switch program {
-        case .shell: path = "/bin/sh"
-        case .argv(let argv): path = argv.first ?? ""
+        // A shell command runs /bin/sh itself; a program is searched in PATH.
+        let (path, searchPath): (String, Int32) = switch program {
+        case .shell: ("/bin/sh", 0)
+        case .argv(let argv): (argv.first ?? "", 1)
         }
         let passed = passedDescriptors.map { xil_passed_fd(from: $0.from, to: $0.to) }
         let err = withCStrings(arguments) { argv in
             withCStrings(env) { envp in
                 passed.withUnsafeBufferPointer { fds in
                     var request = xil_spawn_request(
-                        path: nil, search_path: isShell ? 0 : 1,
+                        path: nil, search_path: searchPath,
                         argv: argv, envp: envp,
                         new_session: newSession ? 1 : 0,
                         stdin_null: detachedStreams ? 1 : 0, stdout_to_stderr: detachedStreams ? 1 : 0,
@@ -94,8 +94,6 @@ struct SpawnRequest {
         guard err == 0 else { throw SystemError("exec \(path)", err) }
         return pid
     }
-
-    private var isShell: Bool { if case .shell = program { true } else { false } }
 }
 
 /// Calls `body` with a NULL-terminated array of NUL-terminated copies of `strings`.
