@@ -24,6 +24,8 @@ public final class Agent {
     /// The server's saver timeout before the agent changed it, restored at exit.
     var saverTimeoutToRestore: Millis?
     private let adopted: (pid: pid_t, pidfd: Int32)?
+    /// `--corner-size`.
+    var cornerSize: Int32 = 10
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         Log.threshold = options.verbosity.threshold
@@ -50,6 +52,10 @@ public final class Agent {
             lockBeforeSleep: options.lockBeforeSleep,
             logindInhibitors: LogindInhibitorPolicy(rawValue: options.logindInhibitors) ?? .own))
         agent.desktop = desktop
+        agent.cornerSize = options.cornerSize
+        for refused in options.refusedBySecure {
+            Log.write(.warning, "\(refused): not followed, the agent runs with --secure (nothing may hold the lock off)")
+        }
         agent.transferSleepLock = options.transferSleepLock
             || ShellCommand.firstWord(of: locker).map { $0.hasSuffix("xsecurelock") } == true
         desktop.start()
@@ -228,6 +234,9 @@ public final class Agent {
                     desktop?.announce(announcement)
                 case .probeKeyboard:
                     queue.append(.lockerFact(.keyboardGrabbed(x.keyboardGrabbedByOther())))
+                case .checkPointerCorner:
+                    let rest = x.pointerRest(cornerSize: cornerSize, areas: [x.rootArea()])
+                    queue.append(.pointerRests(rest ?? PointerRest(corner: nil, position: PointerPosition(x: -1, y: -1))))
                 case .releaseSleepDelay, .setLockedHint, .setIdleHint:
                     desktop?.carryOut(action)
                 }

@@ -36,6 +36,12 @@ public struct AgentOptions: Equatable, Sendable {
     public var logindInhibitors = "own"
     public var screenSaverService = true
     public var logind = true
+    public var notWhenFullscreen = false
+    public var notWhenAudio = false
+    public var corners: HotCorners?
+    /// xautolock's defaults: -cornerdelay 5, -cornersize 10.
+    public var cornerDelay = Millis.seconds(5)
+    public var cornerSize: Int32 = 10
 
     public init() {}
 
@@ -106,6 +112,24 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--no-logind", nil, "Do not talk to logind: no lock before sleep, no lock-session, no hints, no idle inhibitors.") { o, _ in
             o.logind = false
         },
+        OptionSpec("--not-when-fullscreen", nil, "Hold every stage (a dim as well as the lock) off while the active window is fullscreen (EWMH _NET_WM_STATE_FULLSCREEN).") { o, _ in
+            o.notWhenFullscreen = true
+        },
+        OptionSpec("--not-when-audio", nil, "Hold every stage off while an application plays sound (PulseAudio, or PipeWire through pipewire-pulse); paused and muted streams do not count.") { o, _ in
+            o.notWhenAudio = true
+        },
+        OptionSpec("--corners", "XXXX", "Hot corners of each monitor: top-left, top-right, bottom-left, bottom-right; + locks once the pointer rests there for --corner-delay, - never locks while it rests there, 0 does nothing (e.g. 00+-).") { o, v throws(UsageError) in
+            o.corners = try HotCorners(v)
+        },
+        OptionSpec("--corner-delay", "DURATION", "How long the pointer rests in a + corner before the lock (default: 5s).") { o, v throws(UsageError) in
+            o.cornerDelay = try duration(v, for: "--corner-delay")
+        },
+        OptionSpec("--corner-size", "PIXELS", "The corners' size in pixels (default: 10).") { o, v throws(UsageError) in
+            guard let size = Int32(v), (1...4096).contains(size) else {
+                throw UsageError("--corner-size: '\(v)' is not a number of pixels from 1 to 4096")
+            }
+            o.cornerSize = size
+        },
         OptionSpec("--verbose", nil, "Log every wake-up and decision.") { o, _ in o.verbosity = .verbose },
         OptionSpec("--quiet", nil, "Log only warnings and errors.") { o, _ in o.verbosity = .quiet },
     ]
@@ -114,6 +138,9 @@ public struct AgentOptions: Equatable, Sendable {
     func validate(_ given: Set<String>) throws(UsageError) {
         if given.contains("--verbose") && given.contains("--quiet") {
             throw UsageError("--verbose and --quiet cannot be used together")
+        }
+        for flag in ["--corner-delay", "--corner-size"] where given.contains(flag) && corners == nil {
+            throw UsageError("\(flag) needs --corners XXXX")
         }
         switch (notifyBefore, notifier) {
         case (.some, nil): throw UsageError("--notify-before needs --notifier CMD")
@@ -172,6 +199,20 @@ public struct AgentOptions: Equatable, Sendable {
         config.lockBeforeSleep = lockBeforeSleep && logind
         config.beforeSleep = beforeSleep
         config.afterResume = afterResume
+        if let corners = secure ? corners?.withoutHolds : corners, !corners.doesNothing {
+            config.corners = CornerSettings(corners: corners, delay: cornerDelay)
+        }
         return config
+    }
+
+    /// What `--secure` turns off of the flags given: nothing may hold the lock off on a
+    /// managed machine, so the heuristics are not followed at all (said at start).
+    public var refusedBySecure: [String] {
+        guard secure else { return [] }
+        var refused: [String] = []
+        if notWhenFullscreen { refused.append("--not-when-fullscreen") }
+        if notWhenAudio { refused.append("--not-when-audio") }
+        if let corners, corners.actions.contains(.never) { refused.append("the - corners of --corners \(corners)") }
+        return refused
     }
 }

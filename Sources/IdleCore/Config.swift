@@ -46,6 +46,8 @@ public struct AgentConfig: Equatable, Sendable {
     public var lockBeforeSleep: Bool = true
     public var beforeSleep: String?
     public var afterResume: String?
+    /// `--corners`; nil when no corner does anything.
+    public var corners: CornerSettings?
 
     public init(
         stages: [Stage],

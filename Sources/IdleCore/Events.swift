@@ -38,6 +38,8 @@ public enum Event: Equatable, Sendable {
     case resumedFromSleep
     /// logind: our session became active (true) or another one is in front (false).
     case sessionActive(Bool)
+    /// Where the pointer rests: the answer to `.checkPointerCorner`.
+    case pointerRests(PointerRest)
 }
 
 /// Someone holding the lock off: a client's `inhibit` request.
@@ -70,6 +72,12 @@ public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
     case logind
     /// The X server: the saver turned off (`xset s off`) or suspended by a client.
     case x
+    /// `--not-when-fullscreen`: the active window is fullscreen.
+    case fullscreen
+    /// `--not-when-audio`: an application plays sound.
+    case audio
+    /// `--corners` with `-`: the pointer rests in a corner that never locks.
+    case corner
 }
 
 /// What happened, for `xidlelock events` subscribers.
@@ -171,6 +179,8 @@ public enum Action: Equatable, Sendable {
     case setLockedHint(Bool)
     /// Tell logind whether the user is idle (the session's IdleHint, for IdleAction).
     case setIdleHint(Bool)
+    /// Ask the X server where the pointer is; the answer comes back as `.pointerRests` at once.
+    case checkPointerCorner
 }
 
 public struct SuspendGap: Equatable, Sendable {

@@ -37,7 +37,7 @@ public struct IdleMachine: Sendable {
     /// force at its time, before a gap when in doubt (which locks rather than not).
     var gapsSinceActivity: [(noticedAt: MonotonicInstant, offsetBefore: Millis)] = []
     var reported: Set<Disagreement> = []
-    public private(set) var inhibitors: [Inhibitor] = []
+    public internal(set) var inhibitors: [Inhibitor] = []
     /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
     public private(set) var disabledUntil: BoottimeInstant??
     var lockRequested = false
@@ -50,6 +50,13 @@ public struct IdleMachine: Sendable {
     public internal(set) var idleHint = false
     /// The before-sleep hook runs; the sleep waits for it (within the delay).
     var beforeSleepRunning = false
+    /// The last activity whose rest the pointer's corner was checked for.
+    var cornerCheckedFor: BoottimeInstant?
+    /// The `+` corner the pointer rests in (its lock not yet due), and where.
+    var restingCorner: ScreenCorner?
+    var restingAt: PointerPosition?
+    /// Where the pointer rested when a corner last locked: the same rest does not lock twice.
+    var cornerLockedAt: PointerPosition?
 
     enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted }
 
@@ -86,6 +93,8 @@ public struct IdleMachine: Sendable {
         for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
         if let until = disabledUntil ?? nil { consider(until) }
         if !listensForInput, let resume = listeningResumesAt { consider(resume) }
+        if let check = cornerCheckDue { consider(check) }
+        if let lock = cornerLockDue { consider(lock) }
         return deadline
     }
 
@@ -173,7 +182,11 @@ public struct IdleMachine: Sendable {
             resumedFromSleep(now, &out)
         case .sessionActive(let active):
             sessionActive(active, now, &out)
+        case .pointerRests(let rest):
+            pointerRests(rest, now, &out)
         }
+        checkCornerIfDue(now, &out)
+        lockFromCornerIfDue(now, &out)
         sleepDelayCheck(now, &out)
         probeIfDue(now, &out)
         fireDueStages(now, &out)
@@ -293,6 +306,7 @@ public struct IdleMachine: Sendable {
         lastActivityAt = t
         gapsSinceActivity.removeAll { $0.noticedAt <= t.monotonic }
         tellIdleHint(false, &out)
+        if config.corners != nil { pointerMoved(now, &out) }
         // A failing locker is not stopped by input: the screen may be open, and
         // input proves nothing about who is there. Only an unlock ends a lock.
         guard nextStage > 0 || !resumesDue.isEmpty else { return }

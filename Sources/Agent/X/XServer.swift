@@ -187,6 +187,28 @@ final class XServer {
         XFlush(display)
     }
 
+    /// Where the pointer is on the root window, and in which corner of `areas` (each
+    /// monitor's rectangle) it lies, corners being `size` pixels square. One round trip.
+    func pointerRest(cornerSize size: Int32, areas: [ScreenArea]) -> PointerRest? {
+        var rootReturn: Window = 0
+        var child: Window = 0
+        var x: Int32 = 0
+        var y: Int32 = 0
+        var winX: Int32 = 0
+        var winY: Int32 = 0
+        var mask: UInt32 = 0
+        // False when the pointer is on another screen of this display: in no corner of ours.
+        guard XQueryPointer(display, root, &rootReturn, &child, &x, &y, &winX, &winY, &mask) != 0 else { return nil }
+        let position = PointerPosition(x: x, y: y)
+        return PointerRest(corner: areas.lazy.compactMap { $0.corner(of: position, size: size) }.first, position: position)
+    }
+
+    /// The root window's rectangle: the corners when RandR tells no monitors.
+    func rootArea() -> ScreenArea {
+        let screen = XDefaultScreen(display)
+        return ScreenArea(x: 0, y: 0, width: XDisplayWidth(display, screen), height: XDisplayHeight(display, screen))
+    }
+
     /// Reads every event Xlib has or can read without blocking; returns how many
     /// were raw input. The cookie data is never fetched: the agent only needs to
     /// know that input happened, and Xlib frees unclaimed cookies itself.
