@@ -36,9 +36,11 @@ let package = Package(
         // A locker the integration tests can unlock: it grabs the keyboard as i3lock
         // does and exits when a file appears.
         .executableTarget(name: "TestLocker", dependencies: ["CX11"], path: "Tests/TestLocker"),
+        // A window with EWMH properties, as a window manager and a player set them.
+        .executableTarget(name: "TestWindow", dependencies: ["CX11"], path: "Tests/TestWindow"),
         // Depends on the executables so that `swift test` builds the binaries the tests run.
         // Harness/bus.py is the tests' D-Bus client, run with python3.
-        .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock", "TestLocker"],
+        .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock", "TestLocker", "TestWindow"],
                     exclude: ["Harness/bus.py"]),
     ],
     swiftLanguageModes: [.v6]

@@ -24,8 +24,13 @@ public final class Agent {
     /// The server's saver timeout before the agent changed it, restored at exit.
     var saverTimeoutToRestore: Millis?
     private let adopted: (pid: pid_t, pidfd: Int32)?
-    /// `--corner-size`.
+    /// `--corners`: the corners' size, and the monitors whose corners count (nil: the
+    /// root window's).
     var cornerSize: Int32 = 10
+    var monitors: Monitors?
+    /// `--not-when-fullscreen`, and the hold of the fullscreen window.
+    var fullscreenWatch: FullscreenWatch?
+    private var fullscreenHold: Int?
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         Log.threshold = options.verbosity.threshold
@@ -52,10 +57,11 @@ public final class Agent {
             lockBeforeSleep: options.lockBeforeSleep,
             logindInhibitors: LogindInhibitorPolicy(rawValue: options.logindInhibitors) ?? .own))
         agent.desktop = desktop
-        agent.cornerSize = options.cornerSize
         for refused in options.refusedBySecure {
             Log.write(.warning, "\(refused): not followed, the agent runs with --secure (nothing may hold the lock off)")
         }
+        if let corners = agent.machine.config.corners { agent.setUpCorners(corners, size: options.cornerSize) }
+        if options.notWhenFullscreen && !options.secure { agent.followFullscreen() }
         agent.transferSleepLock = options.transferSleepLock
             || ShellCommand.firstWord(of: locker).map { $0.hasSuffix("xsecurelock") } == true
         desktop.start()
@@ -91,7 +97,8 @@ public final class Agent {
     private func makeSources() throws(SystemError) {
         loop.add(XInputSource(x, wantsInput: { [unowned self] in machine.listensForInput },
                               onInput: { [unowned self] in perform(.input) },
-                              onSaverOn: { [unowned self] in saverTurnedOn() }))
+                              onSaverOn: { [unowned self] in saverTurnedOn() },
+                              onWindowChanges: { [unowned self] changes in fullscreenWatch?.handle(changes) }))
         // The end of an X keep-awake hold is not announced: look again now and then
         // while one holds (never otherwise). Any period below the lock time keeps the
         // lock exact: the counter tells when the hold ended.
@@ -156,6 +163,38 @@ public final class Agent {
             Log.write(.info, "the X screensaver is off (xset s off) since before the agent started: that is your setting, not a hold; a client's XScreenSaverSuspend cannot be seen")
         }
         x.watchSaver()
+    }
+
+    func setUpCorners(_ corners: CornerSettings, size: Int32) {
+        cornerSize = size
+        switch Monitors.load(on: x) {
+        case .success(let monitors):
+            self.monitors = monitors
+            Log.write(.info, "hot corners \(corners.corners): the corners of each monitor (\(monitors.areas(on: x).count) now, RandR), \(size) pixels, + after \(corners.delay)")
+        case .failure(let unavailable):
+            Log.write(.info, "hot corners \(corners.corners): the corners of the whole screen (\(unavailable.reason)), \(size) pixels, + after \(corners.delay)")
+        }
+    }
+
+    /// Where the pointer rests: in a corner of a monitor, or of the whole screen when
+    /// RandR tells no monitors.
+    private func pointerRest() -> PointerRest {
+        let monitorAreas = monitors?.areas(on: x) ?? []
+        return x.pointerRest(cornerSize: cornerSize, areas: monitorAreas.isEmpty ? [x.rootArea()] : monitorAreas)
+            ?? PointerRest(corner: nil, position: PointerPosition(x: -1, y: -1))
+    }
+
+    func followFullscreen() {
+        let watch = FullscreenWatch(x) { [unowned self] window in
+            wake()
+            if let id = fullscreenHold {
+                fullscreenHold = nil
+                perform(.uninhibit(id: id))
+            }
+            if let window { fullscreenHold = inhibit(source: .fullscreen, who: window.who, why: "fullscreen") }
+        }
+        fullscreenWatch = watch
+        watch.start()
     }
 
     /// What a reading changes in the X keep-awake holds.
@@ -235,8 +274,7 @@ public final class Agent {
                 case .probeKeyboard:
                     queue.append(.lockerFact(.keyboardGrabbed(x.keyboardGrabbedByOther())))
                 case .checkPointerCorner:
-                    let rest = x.pointerRest(cornerSize: cornerSize, areas: [x.rootArea()])
-                    queue.append(.pointerRests(rest ?? PointerRest(corner: nil, position: PointerPosition(x: -1, y: -1))))
+                    queue.append(.pointerRests(pointerRest()))
                 case .releaseSleepDelay, .setLockedHint, .setIdleHint:
                     desktop?.carryOut(action)
                 }

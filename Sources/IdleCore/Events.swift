@@ -78,6 +78,17 @@ public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
     case audio
     /// `--corners` with `-`: the pointer rests in a corner that never locks.
     case corner
+
+    /// How long a hold of this source lasts when it has no end time, in the user's words.
+    public var lasts: String {
+        switch self {
+        case .socket, .dbus, .logind: "while it runs"
+        case .x: "while the saver is off or suspended"
+        case .fullscreen: "while it is fullscreen"
+        case .audio: "while it plays"
+        case .corner: "until it moves"
+        }
+    }
 }
 
 /// What happened, for `xidlelock events` subscribers.

@@ -156,7 +156,7 @@ public struct IdleMachine: Sendable {
             activity(at: now, now, &out)
         case .inhibit(let inhibitor):
             inhibitors.append(inhibitor)
-            let span = inhibitor.until.map { "for \($0 - now.boottime)" } ?? "while it runs"
+            let span = inhibitor.until.map { "for \($0 - now.boottime)" } ?? inhibitor.source.lasts
             out.append(.log(.info, "inhibited by \(inhibitor.who) \(span)\(inhibitor.why.isEmpty ? "" : ": \(inhibitor.why)")"))
             out.append(.announce(.inhibited(inhibitor)))
         case .uninhibit(let id):

@@ -9,13 +9,16 @@ final class XInputSource: EventSource {
     private let onInput: () -> Void
     /// The server's own saver turned on.
     private let onSaverOn: () -> Void
+    /// Windows the agent follows changed.
+    private let onWindowChanges: ([XServer.WindowChange]) -> Void
 
     init(_ x: XServer, wantsInput: @escaping () -> Bool, onInput: @escaping () -> Void,
-         onSaverOn: @escaping () -> Void = {}) {
+         onSaverOn: @escaping () -> Void = {}, onWindowChanges: @escaping ([XServer.WindowChange]) -> Void = { _ in }) {
         self.x = x
         self.wantsInput = wantsInput
         self.onInput = onInput
         self.onSaverOn = onSaverOn
+        self.onWindowChanges = onWindowChanges
     }
 
     var pollInterest: (fd: Int32, events: PollEvents)? { (x.fileDescriptor, .readable) }
@@ -30,8 +33,10 @@ final class XInputSource: EventSource {
             x.listen(wantsInput())
             let drained = x.drainInput()
             if drained.saverOn { onSaverOn() }
-            guard drained.input > 0 else { return }
-            onInput()
+            if !drained.windowChanges.isEmpty { onWindowChanges(drained.windowChanges) }
+            if drained.input > 0 { onInput() }
+            // Each handler may make round trips, which read more events into Xlib's queue.
+            guard drained.input > 0 || drained.saverOn || !drained.windowChanges.isEmpty else { return }
         }
     }
 }

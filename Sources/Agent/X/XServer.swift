@@ -62,6 +62,11 @@ final class XServer {
     /// own session, keeps running).
     static func installErrorHandlers() {
         XSetErrorHandler { _, event in
+            // A followed window that closed before a request about it reached the server.
+            if let event, event.pointee.error_code == UInt8(BadWindow) {
+                Log.write(.debug, "X error BadWindow on request \(event.pointee.request_code): a window closed")
+                return 0
+            }
             if let event {
                 Log.write(.warning, "X error \(event.pointee.error_code) on request \(event.pointee.request_code).\(event.pointee.minor_code)")
             }
@@ -209,24 +214,84 @@ final class XServer {
         return ScreenArea(x: 0, y: 0, width: XDisplayWidth(display, screen), height: XDisplayHeight(display, screen))
     }
 
-    /// Reads every event Xlib has or can read without blocking; returns how many
-    /// were raw input. The cookie data is never fetched: the agent only needs to
-    /// know that input happened, and Xlib frees unclaimed cookies itself.
-    func drainInput() -> (input: Int, saverOn: Bool) {
-        var count = 0
+    /// What one drain of the event queue found.
+    struct Drained {
+        /// Raw input events (key, button, motion, touch).
+        var input = 0
+        /// The server's own saver turned on.
         var saverOn = false
+        /// Property changes and ends of windows the agent follows (`--not-when-fullscreen`).
+        var windowChanges: [WindowChange] = []
+    }
+
+    struct WindowChange: Equatable {
+        var window: Window
+        /// The property that changed; nil when the window was destroyed.
+        var property: Atom?
+    }
+
+    /// Reads every event Xlib has or can read without blocking. The cookie data is
+    /// never fetched: the agent only needs to know that input happened, and Xlib
+    /// frees unclaimed cookies itself.
+    func drainInput() -> Drained {
+        var drained = Drained()
         var event = XEvent()
         while XPending(display) > 0 {
             XNextEvent(display, &event)
             if event.type == GenericEvent && event.xcookie.extension == xinputOpcode {
-                count += 1
+                drained.input += 1
             } else if event.type == saverEventBase {  // + ScreenSaverNotify (0)
                 let notify = withUnsafePointer(to: &event) {
                     $0.withMemoryRebound(to: XScreenSaverNotifyEvent.self, capacity: 1) { $0.pointee }
                 }
-                if notify.state == 1 { saverOn = true }  // ScreenSaverOn
+                if notify.state == 1 { drained.saverOn = true }  // ScreenSaverOn
+            } else if event.type == PropertyNotify {
+                drained.windowChanges.append(WindowChange(window: event.xproperty.window, property: event.xproperty.atom))
+            } else if event.type == DestroyNotify {
+                drained.windowChanges.append(WindowChange(window: event.xdestroywindow.window, property: nil))
             }
         }
-        return (count, saverOn)
+        return drained
+    }
+
+    // MARK: Other clients' windows (EWMH)
+
+    func atom(_ name: String) -> Atom { XInternAtom(display, name, 0) }
+
+    /// Asks for these core events of a window (0: none); a window that is gone is
+    /// ignored (its BadWindow is logged at debug level).
+    func follow(_ window: Window, events mask: Int) {
+        XSelectInput(display, window, mask)
+        XFlush(display)
+    }
+
+    /// A property of format 32 (atoms, windows) as its values; empty when it is
+    /// missing, of another type, or the window is gone.
+    func property32(_ window: Window, _ property: Atom, type: Atom, max: Int = 64) -> [UInt] {
+        var actualType: Atom = 0
+        var format: Int32 = 0
+        var count: UInt = 0
+        var after: UInt = 0
+        var data: UnsafeMutablePointer<UInt8>?
+        guard XGetWindowProperty(display, window, property, 0, max, 0, type, &actualType, &format, &count, &after, &data) == Success,
+              let data else { return [] }
+        defer { XFree(data) }
+        guard actualType == type, format == 32 else { return [] }
+        // Xlib hands format-32 items as C longs.
+        return data.withMemoryRebound(to: UInt.self, capacity: Int(count)) { Array(UnsafeBufferPointer(start: $0, count: Int(count))) }
+    }
+
+    /// A text property (format 8) decoded as UTF-8, at most `max` bytes; nil when missing.
+    func propertyText(_ window: Window, _ property: Atom, type: Atom, max: Int = 256) -> String? {
+        var actualType: Atom = 0
+        var format: Int32 = 0
+        var count: UInt = 0
+        var after: UInt = 0
+        var data: UnsafeMutablePointer<UInt8>?
+        guard XGetWindowProperty(display, window, property, 0, (max + 3) / 4, 0, type, &actualType, &format, &count, &after, &data) == Success,
+              let data else { return nil }
+        defer { XFree(data) }
+        guard actualType == type, format == 8 else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: data, count: Int(count)), as: UTF8.self)
     }
 }

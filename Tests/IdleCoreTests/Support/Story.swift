@@ -77,6 +77,15 @@ struct Story {
     var lockerGrabsKeyboard = true
     /// Whether something else holds the keyboard (a detached locker that forked).
     var keyboardHeldByOther = false
+    /// Where the pointer is (`--corners`): in no corner, mid-screen, until a test moves it.
+    var pointer = PointerRest(corner: nil, position: PointerPosition(x: 320, y: 240))
+
+    /// The pointer moves (raw motion when the machine listens) and stops here.
+    @discardableResult
+    mutating func movePointer(to corner: ScreenCorner?, x: Int32 = 0, y: Int32 = 0) -> [Action] {
+        pointer = PointerRest(corner: corner, position: PointerPosition(x: x, y: y))
+        return input()
+    }
 
     @discardableResult
     mutating func send(_ event: Event) -> [Action] {
@@ -86,6 +95,10 @@ struct Story {
         if out.contains(.probeKeyboard) {
             let grabbed = keyboardHeldByOther || (machine.isLocked && lockerGrabsKeyboard)
             out += send(.lockerFact(.keyboardGrabbed(grabbed)))
+        }
+        // And where the pointer is, for hot corners.
+        if out.contains(.checkPointerCorner) {
+            out += send(.pointerRests(pointer))
         }
         return out
     }
