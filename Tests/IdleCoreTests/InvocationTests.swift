@@ -158,7 +158,8 @@ struct AgentFlagTests {
             "--on-unlock-interval", "--ignore-screensaver-reset", "--suspend-resets-idle",
             "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--before-sleep",
             "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-screensaver-service",
-            "--no-logind", "--verbose", "--quiet",
+            "--no-logind", "--not-when-fullscreen", "--not-when-audio", "--corners", "--corner-delay",
+            "--corner-size", "--verbose", "--quiet",
         ])
         for option in run.options {
             #expect(Invocation.mainHelp.contains(option.flag), "\(option.flag) missing from help")
