@@ -260,9 +260,9 @@ def ratio(a, b):
 
 # ---------------------------------------------------------------- the agents
 
-def agent_argv(name, locker="true", lock_after="1h"):
+def agent_argv(name, locker="true", lock_after="1h", extra=()):
     if name == "xidlelock":
-        return [XIDLELOCK, "--lock-after", lock_after, "--locker", locker]
+        return [XIDLELOCK, "--lock-after", lock_after, "--locker", locker, *extra]
     if name == "xautolock":
         return ["xautolock", "-time", "10", "-locker", locker]
     if name == "xss-lock":
@@ -270,11 +270,11 @@ def agent_argv(name, locker="true", lock_after="1h"):
     raise ValueError(name)
 
 
-def start_agent(name, x, locker="true", lock_after="1h", log=None):
+def start_agent(name, x, locker="true", lock_after="1h", log=None, extra=(), env=None):
     if name == "xss-lock":
         x.run(["xset", "s", "600"])
     stderr = open(log, "w") if log else subprocess.DEVNULL
-    p = start(agent_argv(name, locker, lock_after), env=x.env, stderr=stderr)
+    p = start(agent_argv(name, locker, lock_after, extra), env=env or x.env, stderr=stderr)
     if log:
         stderr.close()
     if name == "xidlelock" and log:
@@ -377,6 +377,120 @@ def bench_burst(motions, repeats):
             "burst_ms": summary([row["burst_ns"] / 1e6 for row in rows[c]]),
         }
     result["none"] = {"burst_ms": summary([row["burst_ns"] / 1e6 for row in rows["none"]])}
+    return result
+
+
+# ---------------------------------------------------------------- 7: the heuristics, off and on
+
+HEURISTICS = {
+    "all off": [],
+    "--not-when-fullscreen": ["--not-when-fullscreen"],
+    "--not-when-audio, nothing plays": ["--not-when-audio"],
+    "--not-when-audio, a stream plays": ["--not-when-audio"],
+    "--corners +-0+": ["--corners", "+-0+"],
+    "all on, a stream plays": ["--not-when-fullscreen", "--not-when-audio", "--corners", "+-0+"],
+}
+
+
+class SoundServer:
+    """A private PulseAudio on a null sink; `play()` starts a steady stream on it."""
+
+    def __init__(self, tmp):
+        self.socket = os.path.join(tmp, "pulse.sock")
+        self.env = dict(os.environ, PULSE_SERVER=f"unix:{self.socket}", PULSE_RUNTIME_PATH=tmp, HOME=tmp)
+        self.proc = start(["pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--disallow-exit",
+                           "--use-pid-file=no", "--system=no", "-L", "module-null-sink",
+                           "-L", f"module-native-protocol-unix socket={self.socket} auth-anonymous=1"], env=self.env)
+        if not wait_for(lambda: subprocess.run(["pactl", "info"], env=self.env, capture_output=True).returncode == 0, 15):
+            raise RuntimeError("pulseaudio did not start")
+        self.tone = os.path.join(tmp, "tone.wav")
+        import math
+        import struct
+        import wave
+        with wave.open(self.tone, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(8000)
+            w.writeframes(b"".join(struct.pack("<h", int(3000 * math.sin(i * 0.35))) for i in range(8000 * 200)))
+
+    def play(self):
+        return start(["paplay", "--client-name=bench-player", self.tone], env=self.env)
+
+    def close(self):
+        stop(self.proc)
+
+
+def bench_heuristics(window, samples, motions, repeats):
+    """Each configuration's idle wake-ups and memory (each agent on its own Xvfb, all over
+    the same window) and agent CPU per motion event (fresh agents, interleaved)."""
+    if not shutil.which("pulseaudio"):
+        return {"skipped": "pulseaudio is not installed"}
+    tmp = tempfile.mkdtemp(prefix="xidlelock-bench-")
+    os.makedirs(os.path.join(tmp, "silent"))
+    sound = SoundServer(tmp)
+    # The "nothing plays" agent gets a sound server of its own that stays silent.
+    silent = SoundServer(os.path.join(tmp, "silent"))
+    player = sound.play()
+
+    def env_for(x, name):
+        server = silent if name == "--not-when-audio, nothing plays" else sound
+        return dict(x.env, PULSE_SERVER=server.env["PULSE_SERVER"])
+    servers, agents = {}, {}
+    try:
+        for name, flags in HEURISTICS.items():
+            servers[name] = Xvfb()
+            env = env_for(servers[name], name)
+            agents[name] = start_agent("xidlelock", servers[name], log=os.path.join(RESULTS, f"heuristics-{len(agents)}.log"),
+                                       extra=flags, env=env)
+        time.sleep(1.0)
+        readings = []
+        step = window / samples
+        t0 = time.monotonic()
+        for i in range(samples + 1):
+            time.sleep(max(0.0, t0 + i * step - time.monotonic()))
+            readings.append((time.monotonic(), {n: ctx_switches(p.pid) for n, p in agents.items()}))
+        memory = {n: memory_kb(p.pid) for n, p in agents.items()}
+        for p in agents.values():
+            stop(p)
+        for x in servers.values():
+            x.close()
+        servers, agents = {}, {}
+        rows = {n: [] for n in HEURISTICS}
+        x = Xvfb()
+        servers["burst"] = x
+        x.run(["xset", "s", "600"])
+        names = list(HEURISTICS)
+        for r in range(repeats):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                env = env_for(x, name)
+                agent = start_agent("xidlelock", x, log=os.path.join(RESULTS, "heuristics-burst.log"),
+                                    extra=HEURISTICS[name], env=env)
+                settle([x.pid, agent.pid], quiet_for=0.1)
+                a0 = cpu_ns(agent.pid)
+                x.run([XBENCH, "motion", str(motions)])
+                settle([x.pid, agent.pid], quiet_for=0.1)
+                a1 = cpu_ns(agent.pid)
+                if agent.poll() is not None:
+                    raise RuntimeError(f"xidlelock {name} died during the burst")
+                stop(agent)
+                rows[name].append(grown(a0, a1) / motions)
+    finally:
+        for p in agents.values():
+            stop(p)
+        for x in servers.values():
+            x.close()
+        stop(player)
+        sound.close()
+        silent.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    result = {}
+    for name in HEURISTICS:
+        total = sum(grown(a[name], b[name]) for (_, a), (_, b) in zip(readings, readings[1:]))
+        span = readings[-1][0] - readings[0][0]
+        result[name] = {"wakeups_total": total, "wakeups_per_min": total * 60.0 / span,
+                        "memory_kb": memory[name], "ns_per_event": summary(rows[name])}
+    result["window_s"] = readings[-1][0] - readings[0][0]
+    result["motions"], result["repeats"] = motions, repeats
     return result
 
 
@@ -657,6 +771,21 @@ def render(res, quick, command, date, elapsed):
     L.append(f"| 6 | IdleCore: events/s, every raw input fed ({fmt(ce['events_per_day'], 0)} events/day; days/s "
              f"{fmt(ce['days_per_s']['median'])}) | {cell(ce['events_per_s'])} | – | – | – | |")
     L.append("")
+    h = res.get("heuristics", {})
+    if "skipped" in h:
+        L.append(f"Row 7 (the heuristics) skipped: {h['skipped']}.")
+        L.append("")
+    elif h:
+        L.append(f"### 7. The heuristics, each off and on ({h['window_s']:.0f} s idle window; {h['motions']:,} XTest "
+                 f"motions x {h['repeats']} repeats, fresh agent each)")
+        L.append("")
+        L.append("| flags | agent wake-ups per idle minute (total) | agent CPU per motion event, ns | RssAnon, kB |")
+        L.append("|---|---|---|---|")
+        for name in HEURISTICS:
+            r = h[name]
+            L.append(f"| {name} | {fmt(r['wakeups_per_min'])} ({r['wakeups_total']}) | {cell(r['ns_per_event'])} | "
+                     f"{r['memory_kb']['RssAnon']:,} |")
+        L.append("")
     L.append("## Targets")
     L.append("")
     L.append("| target | measured | result |")
@@ -711,6 +840,11 @@ def render(res, quick, command, date, elapsed):
         "6. `.build/release/IdleCoreBench`: simulated days (night suspend, 8 h of work and idle segments, lock and "
         "unlock, 1-minute warning) on an injected clock. *Agent feed*: input only while the machine listens, wakes "
         "at deadlines; *every*: each raw input event. Times include the simulation's own work.")
+    L.append(
+        "7. As rows 1, 2 and 5 for xidlelock alone with each heuristic flag. The sound server is a private "
+        "`pulseaudio` on a null sink; *a stream plays*: `paplay` of a 200 s tone runs on it all along (the agent "
+        "holds the lock off); *nothing plays*: a second, silent server. No window manager runs: "
+        "`--not-when-fullscreen` follows the root's `_NET_ACTIVE_WINDOW`, which nothing sets.")
     L.append("")
     return "\n".join(L)
 
@@ -784,6 +918,9 @@ def main():
         section("deadline", f"[3] deadline precision: {plan['cycles']} lock cycles ...",
                 lambda: bench_deadline(plan["cycles"], together=quick))
         section("query", f"[4] idle query: {plan['calls']} calls each ...", lambda: bench_query(plan["calls"]))
+        section("heuristics", f"[7] the heuristics off and on: {plan['window']:.0f} s window, "
+                f"{plan['motions']:,} motions x {plan['burst_repeats']} ...",
+                lambda: bench_heuristics(plan["window"], plan["samples"], plan["motions"], plan["burst_repeats"]))
         section("core", f"[6] IdleCore: {plan['days']} simulated days x {plan['core_repeats']} ...",
                 lambda: bench_core(plan["days"], plan["core_repeats"]))
     finally:
