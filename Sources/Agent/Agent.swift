@@ -35,6 +35,13 @@ public final class Agent {
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         Log.threshold = options.verbosity.threshold
         Log.makeNonBlocking()
+        if !options.configFiles.isEmpty {
+            Log.write(.info, "settings read from \(options.configFiles.joined(separator: ", ")) and the flags")
+        }
+        if let policy = options.policy {
+            for error in policy.errors { Log.write(.error, "policy \(error)") }
+            for change in policy.changes { Log.write(.warning, "policy \(policy.path): \(change)") }
+        }
         // A hook or the locker inherits default dispositions (the spawn resets
         // them); the agent itself must not die writing to a closed client, nor be
         // stopped by a terminal with `stty tostop` when it logs.
@@ -206,8 +213,8 @@ public final class Agent {
     }
 
     private func holdBegan(_ hold: XKeepAwake.Hold) {
-        if secure {
-            Log.write(.warning, "not honoured (--secure): \(hold.rawValue)")
+        if let refusal = machine.config.refusal(for: .x) {
+            Log.write(.warning, "not honoured (\(refusal)): \(hold.rawValue)")
             return
         }
         xHolds[hold] = inhibit(source: .x, who: "the X server", why: hold.rawValue)
@@ -312,8 +319,8 @@ public enum IdleQuery {
 
 extension Agent: DesktopAgent {
     func addInhibitor(source: InhibitorSource, who: String, why: String) -> Int {
-        if secure {
-            Log.write(.warning, "refused an inhibitor from \(who) (\(source.rawValue)): the agent runs with --secure")
+        if let refusal = machine.config.refusal(for: source) {
+            Log.write(.warning, "refused an inhibitor from \(who) (\(source.rawValue)): \(refusal)")
             return 0
         }
         wake()

@@ -42,6 +42,19 @@ public struct AgentOptions: Equatable, Sendable {
     /// xautolock's defaults: -cornerdelay 5, -cornersize 10.
     public var cornerDelay = Millis.seconds(5)
     public var cornerSize: Int32 = 10
+    /// `--config FILE` (instead of the user's file) and `--no-config` (no files).
+    public var configFile: String?
+    public var noConfig = false
+    /// The config files read, lowest first.
+    public var configFiles: [String] = []
+    /// Where each setting (by group: see `group`) came from; a default has none.
+    public var origins: [String: SettingOrigin] = [:]
+    /// The admin's policy, when there is one, and what it changed.
+    public var policy: PolicyReport?
+    /// Which sources may hold the lock off (the policy's inhibit-from).
+    public var allowedInhibitors = Set(InhibitorSource.allCases)
+    /// The longest a hold may last (the policy's max-inhibit).
+    public var maxInhibit: Millis?
 
     public init() {}
 
@@ -130,12 +143,22 @@ public struct AgentOptions: Equatable, Sendable {
             }
             o.cornerSize = size
         },
+        OptionSpec("--config", "FILE", "Read this config file instead of ~/.config/xidlelock/config (after /etc/xidlelock/config).") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError("--config: the path is empty") }
+            o.configFile = v
+        },
+        OptionSpec("--no-config", nil, "Read no config file (the admin's policy still applies).") { o, _ in
+            o.noConfig = true
+        },
         OptionSpec("--verbose", nil, "Log every wake-up and decision.") { o, _ in o.verbosity = .verbose },
         OptionSpec("--quiet", nil, "Log only warnings and errors.") { o, _ in o.verbosity = .quiet },
     ]
 
     /// Rules that span several flags.
     func validate(_ given: Set<String>) throws(UsageError) {
+        if given.contains("--config") && given.contains("--no-config") {
+            throw UsageError("--config and --no-config cannot be used together")
+        }
         if given.contains("--verbose") && given.contains("--quiet") {
             throw UsageError("--verbose and --quiet cannot be used together")
         }
@@ -202,6 +225,11 @@ public struct AgentOptions: Equatable, Sendable {
         if let corners = secure ? corners?.withoutHolds : corners, !corners.doesNothing {
             config.corners = CornerSettings(corners: corners, delay: cornerDelay)
         }
+        config.secure = secure
+        config.allowedInhibitors = allowedInhibitors
+        config.maxInhibit = maxInhibit
+        config.configFiles = configFiles
+        config.policy = policy
         return config
     }
 

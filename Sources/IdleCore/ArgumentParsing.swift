@@ -38,6 +38,8 @@ struct ParsedArguments {
     var helpRequested = false
     /// The flags given (not their values: `--locker --quiet` gives a locker named `--quiet`).
     var flags: Set<String> = []
+    /// Each flag with its value ("" for a switch), in order.
+    var assignments: [(flag: String, value: String)] = []
 }
 
 /// Reads `--flag`, `--flag value`, `--flag=value`, `-h`/`--help`, and `--` (after which
@@ -85,9 +87,11 @@ func parseArguments<Options>(
                 throw UsageError("\(name) needs a value (\(valueName))")
             }
             try spec.apply(&options, value)
+            parsed.assignments.append((name, value))
         } else {
             guard inlineValue == nil else { throw UsageError("\(name) takes no value") }
             try spec.apply(&options, "")
+            parsed.assignments.append((name, ""))
         }
     }
     return parsed

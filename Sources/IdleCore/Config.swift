@@ -48,6 +48,15 @@ public struct AgentConfig: Equatable, Sendable {
     public var afterResume: String?
     /// `--corners`; nil when no corner does anything.
     public var corners: CornerSettings?
+    /// `--secure` (given, or the policy's): no inhibitor of any source holds the lock off.
+    public var secure = false
+    /// The sources whose inhibitors hold the lock off (the policy's inhibit-from).
+    public var allowedInhibitors = Set(InhibitorSource.allCases)
+    /// The longest a hold (an inhibitor, a disable) lasts (the policy's max-inhibit).
+    public var maxInhibit: Millis?
+    /// For status: the config files read and what the admin's policy changed.
+    public var configFiles: [String] = []
+    public var policy: PolicyReport?
 
     public init(
         stages: [Stage],
@@ -77,4 +86,14 @@ public struct AgentConfig: Equatable, Sendable {
     }
 
     public var lockStage: Stage? { stages.first { $0.role == .lock } }
+
+    /// Why an inhibitor of this source is refused; nil when it holds the lock off.
+    public func refusal(for source: InhibitorSource) -> String? {
+        if secure { return "the agent runs with --secure" }
+        guard allowedInhibitors.contains(source) else {
+            let allowed = InhibitorSource.allCases.filter(allowedInhibitors.contains).map(\.rawValue)
+            return "the policy's inhibit-from allows " + (allowed.isEmpty ? "none" : allowed.joined(separator: ", "))
+        }
+        return nil
+    }
 }

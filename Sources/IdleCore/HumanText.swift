@@ -27,6 +27,17 @@ public enum HumanText {
         if let gap = reply["last_suspend_gap"], gap != .null {
             lines.append("last suspend: slept \(duration("length_ms", in: gap) ?? "?"), \(duration("ago_ms", in: gap) ?? "?") ago")
         }
+        if case .array(let files) = reply["config_files"], !files.isEmpty {
+            lines.append("config: " + files.compactMap { $0.string.map { ClientText.sanitized($0) } }.joined(separator: ", "))
+        }
+        if let policy = reply["policy"], policy != .null {
+            lines.append("policy: \(ClientText.sanitized(policy["file"]?.string ?? "?")) is in force")
+            for key in ["errors", "changes"] {
+                if case .array(let items)? = policy[key] {
+                    for item in items { lines.append("  " + ClientText.sanitized(item.string ?? "?", maxBytes: 400)) }
+                }
+            }
+        }
         return lines.joined(separator: "\n")
     }
 

@@ -154,7 +154,16 @@ public struct IdleMachine: Sendable {
         case .reset:
             out.append(.log(.debug, "reset requested: counting as activity"))
             activity(at: now, now, &out)
-        case .inhibit(let inhibitor):
+        case .inhibit(var inhibitor):
+            // Every source comes through here: the last word on what may hold the lock off.
+            if let refusal = config.refusal(for: inhibitor.source) {
+                out.append(.log(.warning, "refused an inhibitor from \(inhibitor.who) (\(inhibitor.source.rawValue)): \(refusal)"))
+                break
+            }
+            if let max = config.maxInhibit, (inhibitor.until ?? .init(.max)) > now.boottime + max {
+                inhibitor.until = now.boottime + max
+                out.append(.log(.info, "the inhibitor of \(inhibitor.who) ends in \(max) at the latest (the policy's max-inhibit)"))
+            }
             inhibitors.append(inhibitor)
             let span = inhibitor.until.map { "for \($0 - now.boottime)" } ?? inhibitor.source.lasts
             out.append(.log(.info, "inhibited by \(inhibitor.who) \(span)\(inhibitor.why.isEmpty ? "" : ": \(inhibitor.why)")"))
@@ -163,7 +172,11 @@ public struct IdleMachine: Sendable {
             if let k = inhibitors.firstIndex(where: { $0.id == id }) {
                 endInhibitor(at: k, now, &out)
             }
-        case .disable(let until):
+        case .disable(var until):
+            if let max = config.maxInhibit, (until ?? .init(.max)) > now.boottime + max {
+                until = now.boottime + max
+                out.append(.log(.info, "disabled for \(max) at the most (the policy's max-inhibit)"))
+            }
             disabledUntil = .some(until)
             out.append(.log(.info, "disabled" + (until.map { " for \($0 - now.boottime)" } ?? "")))
             out.append(.announce(.disabled(remaining: until.map { $0 - now.boottime })))

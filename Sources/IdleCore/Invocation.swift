@@ -37,7 +37,8 @@ public enum Invocation: Equatable, Sendable {
         first, each unit once: d, h, m, s, ms (90s, 500ms, 5m, 1h30m, 2m30s).
         """
 
-    public static func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
+    /// `sources` gives the config files and the policy (none: the flags alone).
+    public static func parse(_ arguments: [String], sources: ConfigSources = .none) throws(UsageError) -> Invocation {
         var args = arguments[...]
         switch args.first {
         case "--version", "-V":
@@ -67,8 +68,8 @@ public enum Invocation: Equatable, Sendable {
         if let first = parsed.positionals.first {
             throw UsageError("unknown command '\(first)' (commands: \(commands.map(\.name).joined(separator: ", ")), help)")
         }
-        try options.validate(parsed.flags)
-        return .agent(options)
+        let flags = parsed.assignments.map { Setting(flag: $0.flag, value: $0.value, origin: .flag) }
+        return .agent(try AgentOptions.layered(flags: flags, flagged: options, sources: sources))
     }
 
     static func noPositionals(_ parsed: ParsedArguments, command: String) throws(UsageError) {

@@ -47,6 +47,14 @@ extension IdleMachine {
             ("last_suspend_gap", lastSuspendGap.map { gap in
                 .object([("length_ms", ms(gap.length)), ("ago_ms", ms(now.boottime - gap.noticedAt))])
             } ?? .null),
+            ("config_files", .array(config.configFiles.map(JSONValue.string))),
+            ("policy", config.policy.map { policy in
+                .object([
+                    ("file", .string(policy.path)),
+                    ("changes", .array(policy.changes.map(JSONValue.string))),
+                    ("errors", .array(policy.errors.map(JSONValue.string))),
+                ])
+            } ?? .null),
             ("stages", .array(config.stages.map { stage in
                 .object([("name", .string(stage.name)), ("role", .string(stage.role.rawValue)), ("idle_ms", ms(stage.idleTime))])
             })),

@@ -14,7 +14,7 @@ StandardStreams.ensureOpen()
 
 let status: Int32
 do {
-    switch try Invocation.parse(Array(CommandLine.arguments.dropFirst())) {
+    switch try Invocation.parse(Array(CommandLine.arguments.dropFirst()), sources: .thisMachine) {
     case .help(let text):
         emit(text.hasSuffix("\n") ? text : text + "\n", to: 1)
         status = 0

@@ -159,7 +159,7 @@ struct AgentFlagTests {
             "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--before-sleep",
             "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-screensaver-service",
             "--no-logind", "--not-when-fullscreen", "--not-when-audio", "--corners", "--corner-delay",
-            "--corner-size", "--verbose", "--quiet",
+            "--corner-size", "--config", "--no-config", "--verbose", "--quiet",
         ])
         for option in run.options {
             #expect(Invocation.mainHelp.contains(option.flag), "\(option.flag) missing from help")

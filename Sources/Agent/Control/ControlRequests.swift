@@ -16,6 +16,11 @@ extension Agent: ControlRequestHandler {
             client.send(ControlRequest.errorReply("refused: the agent runs with --secure"))
             return
         }
+        if case .inhibit = request, let refusal = machine.config.refusal(for: .socket) {
+            Log.write(.warning, "refused '\(request.line)' from \(client.who): \(refusal)")
+            client.send(ControlRequest.errorReply("refused: \(refusal)"))
+            return
+        }
         Log.debug("request from \(client.who): \(request.line)")
         let now = SystemClock.now()
         if client.inhibitorIDs.isEmpty && !client.subscribed {

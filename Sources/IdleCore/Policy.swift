@@ -1,0 +1,156 @@
+// The admin's policy, `/etc/xidlelock/policy`: settings a user cannot undo, enforced
+// over the flags and the config files. Same grammar as a config file. No flag or
+// environment variable points the agent at another policy.
+//
+// A policy never stops the agent from starting (that would leave the screen
+// unlocked): a lock time above its maximum is clamped, and a line it cannot read
+// is an error in status and the log that makes the agent as strict as it can be
+// (`secure`), keeping the lines it could read.
+
+public struct Policy: Equatable, Sendable {
+    public var maxLockAfter: Millis?
+    public var secure = false
+    public var locker: String?
+    /// Which sources may hold the lock off; nil: every one.
+    public var inhibitFrom: Set<InhibitorSource>?
+    /// The longest any hold (inhibitor or disable) may last.
+    public var maxInhibit: Millis?
+
+    public init() {}
+
+    static let specs: [OptionSpec<Policy>] = [
+        OptionSpec("--max-lock-after", "DURATION", "The longest lock time allowed; a longer one is clamped to it.") { p, v throws(UsageError) in
+            p.maxLockAfter = try duration(v, for: "max-lock-after")
+        },
+        OptionSpec("--secure", nil, "As --secure: nothing may hold the lock off or stop the agent.") { p, _ in
+            p.secure = true
+        },
+        OptionSpec("--locker", "CMD", "The locker, whatever the user's flags and files say.") { p, v throws(UsageError) in
+            p.locker = try command(v, for: "locker")
+        },
+        OptionSpec("--inhibit-from", "LIST", "Which sources may hold the lock off: a comma-separated list of socket, dbus, logind, x, fullscreen, audio, corner; or none.") { p, v throws(UsageError) in
+            p.inhibitFrom = try inhibitorSources(v)
+        },
+        OptionSpec("--max-inhibit", "DURATION", "The longest any inhibitor or disable may hold the lock off.") { p, v throws(UsageError) in
+            p.maxInhibit = try duration(v, for: "max-inhibit")
+        },
+    ]
+
+    static func inhibitorSources(_ text: String) throws(UsageError) -> Set<InhibitorSource> {
+        let names = text.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }
+        if names == ["none"] { return [] }
+        var sources: Set<InhibitorSource> = []
+        for name in names {
+            guard let source = InhibitorSource(rawValue: name) else {
+                let known = InhibitorSource.allCases.map(\.rawValue).joined(separator: ", ")
+                throw UsageError("inhibit-from: '\(name)' is not one of \(known), or none")
+            }
+            sources.insert(source)
+        }
+        return sources
+    }
+}
+
+/// What the policy did, for status, `doctor` and the log.
+public struct PolicyReport: Equatable, Sendable {
+    public var path: String
+    /// Each change to what the user asked for, in words ("lock-after 30m clamped to 10m").
+    public var changes: [String] = []
+    /// Lines that could not be read: each made the agent `secure`.
+    public var errors: [String] = []
+}
+
+extension AgentOptions {
+    /// Reads the policy (if there is one) and enforces it over these options.
+    mutating func applyPolicy(from sources: ConfigSources) {
+        let path = sources.policy
+        var report = PolicyReport(path: path)
+        var policy = Policy()
+        switch sources.read(path) {
+        case .missing:
+            return
+        case .unreadable(let reason):
+            // Fail closed: an admin meant something by it.
+            report.errors.append("\(path): cannot be read (\(reason)); enforcing secure")
+            policy.secure = true
+        case .text(let text):
+            for (k, line) in ConfigText.lines(text) {
+                let at = "\(path):\(k)"
+                do throws(UsageError) {
+                    guard let (flag, value) = try ConfigText.setting(line, at: at, table: Policy.specs) else { continue }
+                    do throws(UsageError) {
+                        try Policy.specs.first { $0.flag == flag }?.apply(&policy, value)
+                    } catch {
+                        throw UsageError("\(at): \(error.message)")
+                    }
+                } catch {
+                    report.errors.append(error.message + "; enforcing secure")
+                    policy.secure = true
+                }
+            }
+        }
+        report.changes = enforce(policy, from: path)
+        self.policy = report
+    }
+
+    /// Changes these options to obey `policy`; returns each change in words.
+    mutating func enforce(_ policy: Policy, from path: String) -> [String] {
+        var changes: [String] = []
+        if let max = policy.maxLockAfter, lockAfter > max {
+            changes.append("lock-after \(lockAfter) is above the policy's max-lock-after: locking at \(max)")
+            lockAfter = max
+            origins["--lock-after"] = .policy(path: path)
+            if let before = notifyBefore, before >= max {
+                let moved = Millis(max.value / 2)
+                changes.append("notify-before \(before) no longer fits before the lock: warning \(moved) before it")
+                notifyBefore = moved
+            }
+        }
+        if policy.secure && !secure {
+            secure = true
+            origins["--secure"] = .policy(path: path)
+            changes.append("secure: nothing may hold the lock off or stop the agent")
+        }
+        if let locker = policy.locker {
+            if let asked = self.locker, asked != locker {
+                changes.append("locker '\(asked)' replaced by the policy's '\(locker)'")
+            } else if self.locker == nil {
+                changes.append("locker: the policy's '\(locker)'")
+            }
+            self.locker = locker
+            origins["--locker"] = .policy(path: path)
+        }
+        if let allowed = policy.inhibitFrom {
+            allowedInhibitors = allowed
+            let refused = InhibitorSource.allCases.filter { !allowed.contains($0) }.map(\.rawValue)
+            if !refused.isEmpty { changes.append("inhibitors refused from \(refused.joined(separator: ", "))") }
+            if notWhenFullscreen && !allowed.contains(.fullscreen) {
+                notWhenFullscreen = false
+                changes.append("--not-when-fullscreen is off: inhibit-from does not list fullscreen")
+            }
+            if notWhenAudio && !allowed.contains(.audio) {
+                notWhenAudio = false
+                changes.append("--not-when-audio is off: inhibit-from does not list audio")
+            }
+            if let corners, corners.actions.contains(.never), !allowed.contains(.corner) {
+                self.corners = corners.withoutHolds
+                changes.append("the - corners of --corners \(corners) do nothing: inhibit-from does not list corner")
+            }
+        }
+        if let max = policy.maxInhibit {
+            maxInhibit = max
+            changes.append("an inhibitor or disable holds the lock off for \(max) at most")
+        }
+        return changes
+    }
+}
+
+extension String {
+    func trimmingCharacters(in set: String) -> String {
+        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> String { String(self).trimmingCharacters(in: set) }
+}

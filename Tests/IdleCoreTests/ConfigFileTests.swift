@@ -1,0 +1,180 @@
+import IdleCore
+import Testing
+
+/// A machine's files in memory: path → text.
+func sources(_ files: [String: String], home: String = "/home/ann", xdg: String? = nil) -> ConfigSources {
+    ConfigSources(read: { files[$0].map(FileContents.text) ?? .missing },
+                  variable: { name in name == "HOME" ? home : name == "XDG_CONFIG_HOME" ? xdg : nil })
+}
+
+func agentOptions(_ flags: [String], _ files: [String: String], xdg: String? = nil) throws(UsageError) -> AgentOptions? {
+    guard case .agent(let options) = try Invocation.parse(flags, sources: sources(files, xdg: xdg)) else { return nil }
+    return options
+}
+
+func usageError(_ flags: [String], _ files: [String: String]) -> String? {
+    do {
+        _ = try Invocation.parse(flags, sources: sources(files))
+        return nil
+    } catch {
+        return error.message
+    }
+}
+
+let userConfig = "/home/ann/.config/xidlelock/config"
+let systemConfig = "/etc/xidlelock/config"
+let policyFile = "/etc/xidlelock/policy"
+
+@Suite("Config files: the system's, the user's, the flags")
+struct ConfigFileTests {
+    @Test("one long option a line without its dashes, # comments, values kept whole")
+    func grammar() throws {
+        let options = try #require(try agentOptions([], [userConfig: """
+            # my settings
+            lock-after 5m
+              locker i3lock -n -c '#000000'   \t
+            stage dim=4m:brightnessctl -s set 10%
+            resume brightnessctl -r
+
+            not-when-fullscreen
+            """]))
+        #expect(options.lockAfter == .minutes(5))
+        #expect(options.locker == "i3lock -n -c '#000000'")
+        #expect(options.stages.map(\.name) == ["dim"])
+        #expect(options.stages.first?.resumeCommand == "brightnessctl -r")
+        #expect(options.notWhenFullscreen)
+        #expect(options.configFiles == [userConfig])
+        #expect(options.origins["--lock-after"] == .file(path: userConfig, line: 2))
+    }
+
+    @Test("flags win over the user's file, the user's file over the system's; a list or a choice is replaced whole")
+    func layers() throws {
+        let files = [
+            systemConfig: "lock-after 20m\nlocker slock\nstage dim=1m:dim\nquiet\n",
+            userConfig: "lock-after 10m\nstage off=30m:off\nverbose\n",
+        ]
+        let fromFiles = try #require(try agentOptions([], files))
+        #expect(fromFiles.lockAfter == .minutes(10))
+        #expect(fromFiles.locker == "slock")
+        #expect(fromFiles.stages.map(\.name) == ["off"], "the user's stages replace the system's")
+        #expect(fromFiles.verbosity == .verbose, "verbose and quiet in two layers are one choice, not a conflict")
+        #expect(fromFiles.configFiles == [systemConfig, userConfig])
+        let flagged = try #require(try agentOptions(["--lock-after", "3m", "--quiet"], files))
+        #expect(flagged.lockAfter == .minutes(3))
+        #expect(flagged.verbosity == .quiet)
+        #expect(flagged.origins["--lock-after"] == .flag)
+        #expect(flagged.origins["--locker"] == .file(path: systemConfig, line: 2))
+    }
+
+    @Test("XDG_CONFIG_HOME moves the user's file; --config replaces it; --no-config reads none")
+    func whichFiles() throws {
+        let files = ["/cfg/xidlelock/config": "lock-after 7m", "/tmp/mine": "lock-after 8m",
+                     systemConfig: "lock-after 9m", userConfig: "lock-after 6m"]
+        #expect(try agentOptions([], files, xdg: "/cfg")?.lockAfter == .minutes(7))
+        #expect(try agentOptions(["--config", "/tmp/mine"], files)?.lockAfter == .minutes(8))
+        #expect(try agentOptions(["--config", "/tmp/mine"], files)?.configFiles == [systemConfig, "/tmp/mine"])
+        let none = try #require(try agentOptions(["--no-config"], files))
+        #expect(none.lockAfter == .minutes(10))
+        #expect(none.configFiles.isEmpty)
+    }
+
+    @Test("an error names the file and the line", arguments: [
+        ("lock-after 5x", "\(userConfig):1: --lock-after: '5x' is not a duration"),
+        ("\n\nlok-after 5m", "\(userConfig):3: unknown setting 'lok-after'"),
+        ("--lock-after 5m", "\(userConfig):1: write 'lock-after', without the dashes"),
+        ("secure yes", "\(userConfig):1: 'secure' takes no value"),
+        ("locker", "\(userConfig):1: 'locker' needs a value (CMD)"),
+        ("config /etc/other", "\(userConfig):1: unknown setting 'config'"),
+        ("lock-after 1m\nnotify-before 2m\nnotifier warn", "--notify-before (2m) must be shorter than --lock-after (1m) (settings read from \(userConfig) and the flags)"),
+    ])
+    func errors(_ text: String, _ message: String) {
+        let error = usageError([], [userConfig: text])
+        #expect(error?.hasPrefix(message) == true, "\(error ?? "no error")")
+    }
+
+    @Test("--config of a missing file is an error; --config with --no-config too")
+    func configFlagErrors() {
+        #expect(usageError(["--config", "/nope"], [:]) == "--config: '/nope' does not exist")
+        #expect(usageError(["--config", "/x", "--no-config"], ["/x": ""]) == "--config and --no-config cannot be used together")
+    }
+}
+
+@Suite("The admin's policy")
+struct PolicyTests {
+    @Test("a longer lock time is clamped, with the change in words; a shorter one stays")
+    func clamp() throws {
+        let files = [policyFile: "max-lock-after 10m\n", userConfig: "lock-after 30m\nnotify-before 10m\nnotifier warn\n"]
+        let clamped = try #require(try agentOptions([], files))
+        #expect(clamped.lockAfter == .minutes(10))
+        #expect(clamped.notifyBefore == .minutes(5), "the warning must still come before the lock")
+        #expect(clamped.policy?.changes.first == "lock-after 30m is above the policy's max-lock-after: locking at 10m")
+        #expect(clamped.origins["--lock-after"] == .policy(path: policyFile))
+        let flagged = try #require(try agentOptions(["--lock-after", "1h"], [policyFile: "max-lock-after 10m"]))
+        #expect(flagged.lockAfter == .minutes(10), "a flag does not beat the policy")
+        let shorter = try #require(try agentOptions(["--lock-after", "2m"], [policyFile: "max-lock-after 10m"]))
+        #expect(shorter.lockAfter == .minutes(2))
+        #expect(shorter.policy?.changes.isEmpty == true)
+    }
+
+    @Test("secure, a pinned locker, inhibit-from and max-inhibit are enforced over flags and files")
+    func enforced() throws {
+        let policy = "secure\nlocker xsecurelock\ninhibit-from dbus, audio\nmax-inhibit 1h\n"
+        let options = try #require(try agentOptions(["--locker", "true", "--not-when-fullscreen", "--not-when-audio", "--corners", "-0+0"],
+                                                    [policyFile: policy]))
+        #expect(options.secure)
+        #expect(options.locker == "xsecurelock")
+        #expect(options.allowedInhibitors == [.dbus, .audio])
+        #expect(!options.notWhenFullscreen, "fullscreen is not in inhibit-from")
+        #expect(options.notWhenAudio)
+        #expect(options.corners?.description == "00+0")
+        #expect(options.maxInhibit == .hours(1))
+        let config = options.config(locker: "xsecurelock")
+        #expect(config.refusal(for: .audio) == "the agent runs with --secure")
+        var unsecured = options
+        unsecured.secure = false
+        #expect(unsecured.config(locker: "x").refusal(for: .socket) == "the policy's inhibit-from allows dbus, audio")
+        #expect(unsecured.config(locker: "x").refusal(for: .dbus) == nil)
+    }
+
+    @Test("a policy line it cannot read never stops the agent: it is an error in the report and the agent becomes secure")
+    func brokenPolicyFailsClosed() throws {
+        let options = try #require(try agentOptions([], [policyFile: "max-lock-after 5m\nmax-lock-after ten minutes\nallow-everything\n"]))
+        #expect(options.secure)
+        #expect(options.policy?.errors.count == 2)
+        #expect(options.policy?.errors.first?.hasPrefix("\(policyFile):2: max-lock-after: 'ten minutes' is not a duration") == true)
+        #expect(options.lockAfter == .minutes(5), "the lines it could read still hold")
+    }
+
+    @Test("the inhibitor of a source the policy does not allow is refused by the machine, whatever the edge did")
+    func machineRefuses() throws {
+        let options = try #require(try agentOptions(["--lock-after", "10s"], [policyFile: "inhibit-from dbus"]))
+        var s = Story(options.config(locker: "lock-screen"))
+        let refused = s.send(.inhibit(Inhibitor(id: 1, who: "pid 9 (mpv)", why: "film", until: nil, source: .socket)))
+        #expect(refused.logs(.warning) == ["refused an inhibitor from pid 9 (mpv) (socket): the policy's inhibit-from allows dbus"])
+        s.send(.inhibit(Inhibitor(id: 2, who: "firefox", why: "video", until: nil, source: .dbus)))
+        #expect(s.machine.inhibitors.map(\.id) == [2])
+    }
+
+    @Test("max-inhibit ends an endless inhibitor and a disable at its time; the lock then comes at once")
+    func maxInhibit() throws {
+        let options = try #require(try agentOptions(["--lock-after", "10m"], [policyFile: "max-inhibit 1h"]))
+        var s = Story(options.config(locker: "lock-screen"))
+        s.send(.inhibit(Inhibitor(id: 1, who: "pid 9 (mpv)", why: "film", until: nil)))
+        s.expectLock(1, exactlyAt: Story.at(.hours(1)))
+        var d = Story(options.config(locker: "lock-screen"))
+        d.send(.disable(until: nil))
+        d.expectLock(1, exactlyAt: Story.at(.hours(1)))
+    }
+
+    @Test("status shows the files read and the policy with its changes")
+    func status() throws {
+        let options = try #require(try agentOptions([], [policyFile: "max-lock-after 1m", userConfig: "lock-after 5m"]))
+        let machine = IdleMachine(config: options.config(locker: "x"), now: Story.origin)
+        let fields = JSONValue.object(machine.statusFields(at: Story.origin, lockerPid: nil))
+        #expect(fields["config_files"] == .array([.string(userConfig)]))
+        #expect(fields["policy"]?["file"] == .string(policyFile))
+        let text = HumanText.status(fields)
+        #expect(text.contains("config: \(userConfig)"))
+        #expect(text.contains("policy: \(policyFile) is in force\n  lock-after 5m is above the policy's max-lock-after: locking at 1m"))
+    }
+}
