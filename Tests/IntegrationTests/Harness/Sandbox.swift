@@ -56,12 +56,17 @@ final class Sandbox {
 
     /// The test's environment for every process it starts: DISPLAY is this test's server
     /// (or unset), JOURNAL_STREAM is dropped so the agent logs its plain format, and so
-    /// are the variables the agent gives its hooks. With buses, the bus addresses and the
+    /// are the variables the agent gives its hooks; config files and the policy are read
+    /// from `config/xidlelock/config` and `etc/` in the sandbox. With buses, the bus addresses and the
     /// session are this test's.
     var environment: [String: String] {
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("XIDLELOCK_") || $0.key == "XIDLELOCK_BIN" }
         env["DISPLAY"] = display
         env["JOURNAL_STREAM"] = nil
+        // Config files and the policy are the test's own: nothing of this machine's
+        // ~/.config or /etc reaches an agent under test.
+        env["XDG_CONFIG_HOME"] = path("config")
+        env["XIDLELOCK_TEST_ETC"] = path("etc")
         if let buses { env.merge(buses.environment) { $1 } }
         return env
     }
