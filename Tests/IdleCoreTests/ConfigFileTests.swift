@@ -1,3 +1,4 @@
+import Foundation
 import IdleCore
 import Testing
 
@@ -176,5 +177,25 @@ struct PolicyTests {
         let text = HumanText.status(fields)
         #expect(text.contains("config: \(userConfig)"))
         #expect(text.contains("policy: \(policyFile) is in force\n  lock-after 5m is above the policy's max-lock-after: locking at 1m"))
+    }
+}
+
+@Suite("The shipped examples")
+struct ShippedExampleTests {
+    static func example(_ name: String) throws -> String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return try String(contentsOf: root.appending(path: "packaging/examples/\(name)"), encoding: .utf8)
+    }
+
+    @Test("the example config and policy read without an error, and the policy changes what it says")
+    func examplesParse() throws {
+        let options = try #require(try agentOptions(["--lock-after", "30m"], [
+            userConfig: try Self.example("config"), policyFile: try Self.example("policy"),
+        ]))
+        #expect(options.policy?.errors == [])
+        #expect(options.lockAfter == .minutes(10))
+        #expect(options.allowedInhibitors == [.dbus, .audio])
+        #expect(options.notWhenFullscreen == false, "the example policy does not allow fullscreen")
+        #expect(options.stages.map(\.name) == ["dim"])
     }
 }
