@@ -126,10 +126,10 @@ extension Announcement {
                         ("who", .string(i.who)), ("why", .string(i.why))]
         case .uninhibited(let i):
             members += [("event", .string("uninhibited")), ("id", .number(Double(i.id))), ("who", .string(i.who))]
-        case .disabled(let remaining):
-            members += [("event", .string("disabled")), ("remaining_ms", remaining.map(ms) ?? .null)]
-        case .enabled:
-            members += [("event", .string("enabled"))]
+        case .disabled(let remaining, let by):
+            members += [("event", .string("disabled")), ("remaining_ms", remaining.map(ms) ?? .null), ("by", .string(by))]
+        case .enabled(let by):
+            members += [("event", .string("enabled")), ("by", .string(by))]
         case .sleeping(let covered):
             members += [("event", .string("sleeping")), ("covered", .bool(covered))]
         case .resumed:

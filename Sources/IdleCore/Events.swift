@@ -19,9 +19,10 @@ public enum Event: Equatable, Sendable {
     case inhibit(Inhibitor)
     /// The inhibitor with this id ended (its client left, or its command ended).
     case uninhibit(id: Int)
-    /// `xidlelock disable [--for D]`: no stage fires until enabled (or until `until`, a boottime).
-    case disable(until: BoottimeInstant?)
-    case enable
+    /// `xidlelock disable [--for D]`: no stage fires until enabled (or until `until`, a
+    /// boottime). `by`: who asked, for the audit trail.
+    case disable(until: BoottimeInstant?, by: String = "")
+    case enable(by: String = "")
     /// A locker started by an earlier agent on this display still runs: no second
     /// locker may start. Its end arrives as `.lockerFact(.endedUnseen)`.
     case lockerAdopted
@@ -106,8 +107,9 @@ public enum Announcement: Equatable, Sendable {
     case suspendGap(length: Millis)
     case inhibited(Inhibitor)
     case uninhibited(Inhibitor)
-    case disabled(remaining: Millis?)
-    case enabled
+    /// `by`: who disabled or enabled it (a client; for an end by time, what ended it).
+    case disabled(remaining: Millis?, by: String = "")
+    case enabled(by: String = "")
     /// The system is about to sleep; `covered` tells whether the locker held the screen
     /// when the sleep was let go.
     case sleeping(covered: Bool)

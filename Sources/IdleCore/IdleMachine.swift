@@ -172,16 +172,16 @@ public struct IdleMachine: Sendable {
             if let k = inhibitors.firstIndex(where: { $0.id == id }) {
                 endInhibitor(at: k, now, &out)
             }
-        case .disable(var until):
+        case .disable(var until, let by):
             if let max = config.maxInhibit, (until ?? .init(.max)) > now.boottime + max {
                 until = now.boottime + max
                 out.append(.log(.info, "disabled for \(max) at the most (the policy's max-inhibit)"))
             }
             disabledUntil = .some(until)
-            out.append(.log(.info, "disabled" + (until.map { " for \($0 - now.boottime)" } ?? "")))
-            out.append(.announce(.disabled(remaining: until.map { $0 - now.boottime })))
-        case .enable:
-            if isDisabled { enable(now, &out) }
+            out.append(.log(.info, "disabled" + (until.map { " for \($0 - now.boottime)" } ?? "") + (by.isEmpty ? "" : " by \(by)")))
+            out.append(.announce(.disabled(remaining: until.map { $0 - now.boottime }, by: by)))
+        case .enable(let by):
+            if isDisabled { enable(by: by, now, &out) }
         case .lockerAdopted:
             _ = supervisor.handle(.adopted, at: now)
             out.append(.log(.info, "the locker of an earlier agent still runs; watching it (no second locker)"))
@@ -289,7 +289,7 @@ public struct IdleMachine: Sendable {
         while let k = inhibitors.firstIndex(where: { $0.until.map { now.boottime >= $0 } ?? false }) {
             endInhibitor(at: k, now, &out)
         }
-        if let until = disabledUntil ?? nil, now.boottime >= until { enable(now, &out) }
+        if let until = disabledUntil ?? nil, now.boottime >= until { enable(by: "the end of its time", now, &out) }
     }
 
     mutating func endInhibitor(at k: Int, _ now: Instant, _ out: inout [Action]) {
@@ -298,10 +298,10 @@ public struct IdleMachine: Sendable {
         out.append(.announce(.uninhibited(inhibitor)))
     }
 
-    mutating func enable(_ now: Instant, _ out: inout [Action]) {
+    mutating func enable(by: String, _ now: Instant, _ out: inout [Action]) {
         disabledUntil = nil
-        out.append(.log(.info, "enabled" + rearmNote(now)))
-        out.append(.announce(.enabled))
+        out.append(.log(.info, "enabled" + (by.isEmpty ? "" : " by \(by)") + rearmNote(now)))
+        out.append(.announce(.enabled(by: by)))
     }
 
     /// When a hold ends, the stages are re-armed from the current idle time: those

@@ -249,7 +249,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         story.advance(.minutes(10))
         story.send(.wake(serverIdle: .minutes(10)))
         #expect(story.ran.isEmpty)
-        story.send(.enable)
+        story.send(.enable())
         #expect(story.ran == [.locker])
         #expect(!story.machine.isDisabled)
     }
