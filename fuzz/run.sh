@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the libFuzzer targets and runs each for FUZZ_SECONDS (default 60).
 #
-#   sh fuzz/run.sh [--merge] [TARGET...]     targets: control-protocol flags duration
+#   sh fuzz/run.sh [--merge] [TARGET...]     targets: control-protocol flags duration config-file
 #
 # libFuzzer and lld ship with the Swift toolchain: no Debian package is needed.
 # Each binary is IdleCore's sources, fuzz/Support.swift and the target's file,
@@ -24,7 +24,7 @@ SWIFTC=${SWIFTC:-swiftc}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 merge=no
 if [ "${1:-}" = "--merge" ]; then merge=yes; shift; fi
-targets=${*:-control-protocol flags duration}
+targets=${*:-control-protocol flags duration config-file}
 
 out=.build/fuzz
 mkdir -p "$out/bin" "$out/corpus" fuzz/crashes
@@ -43,7 +43,8 @@ source_of() {
         control-protocol) echo fuzz/ControlProtocolFuzz.swift ;;
         flags) echo fuzz/FlagsFuzz.swift ;;
         duration) echo fuzz/DurationFuzz.swift ;;
-        *) echo "fuzz/run.sh: unknown target '$1' (control-protocol, flags, duration)" >&2; exit 64 ;;
+        config-file) echo fuzz/ConfigFileFuzz.swift ;;
+        *) echo "fuzz/run.sh: unknown target '$1' (control-protocol, flags, duration, config-file)" >&2; exit 64 ;;
     esac
 }
 
