@@ -66,6 +66,7 @@ run: release
 # time: all at once, on 2 cores, they starve the timing tests beside them.
 TESTBIN = .build/debug/xidlelockPackageTests.xctest
 test: test-deps
+	@sh .ci/start-journald
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter 'IdleCoreTests|AgentTests'
 	$(TESTBIN) --testing-library swift-testing --filter IntegrationTests --experimental-maximum-parallelization-width 3

@@ -41,6 +41,7 @@ public final class Agent {
         if let policy = options.policy {
             for error in policy.errors { Log.write(.error, "policy \(error)") }
             for change in policy.changes { Log.write(.warning, "policy \(policy.path): \(change)") }
+            for entry in AuditRecord.policy(policy) { AuditTrail.record(entry) }
         }
         // A hook or the locker inherits default dispositions (the spawn resets
         // them); the agent itself must not die writing to a closed client, nor be
@@ -275,6 +276,7 @@ public final class Agent {
                 case .terminate(let role):
                     children.terminate(role)
                 case .announce(let announcement):
+                    if let entry = AuditRecord.of(announcement) { AuditTrail.record(entry) }
                     let line = announcement.json.text
                     for client in control.connections where client.subscribed { client.send(line) }
                     desktop?.announce(announcement)

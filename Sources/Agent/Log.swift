@@ -53,6 +53,7 @@ public enum Log {
             case .info: 6
             case .warning: 4
             case .error: 3
+            case .audit: 5
             }
             return "<\(priority)>\(message)\n"
         }
@@ -61,6 +62,7 @@ public enum Log {
         case .info: ""
         case .warning: "warning: "
         case .error: "error: "
+        case .audit: ""
         }
         return "xidlelock: \(label)\(message)\n"
     }

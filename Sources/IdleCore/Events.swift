@@ -160,6 +160,8 @@ public enum ProcessEnd: Equatable, Sendable, CustomStringConvertible {
 
 public enum LogLevel: Int, Comparable, Sendable {
     case debug, info, warning, error
+    /// The audit trail's lines where there is no journal: always written, whatever the verbosity.
+    case audit
     public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
 }
 

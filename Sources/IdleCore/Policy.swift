@@ -58,6 +58,12 @@ public struct PolicyReport: Equatable, Sendable {
     public var changes: [String] = []
     /// Lines that could not be read: each made the agent `secure`.
     public var errors: [String] = []
+
+    public init(path: String, changes: [String] = [], errors: [String] = []) {
+        self.path = path
+        self.changes = changes
+        self.errors = errors
+    }
 }
 
 extension AgentOptions {

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cjournal.h"
+
 typedef struct sd_bus sd_bus;
 
 /* What the buses tell the agent. Every callback gets `context`. */

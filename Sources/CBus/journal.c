@@ -1,0 +1,31 @@
+#define _GNU_SOURCE
+#include "cjournal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* The type of sd_journal_sendv, written out: the header is not needed to build. */
+typedef int (*sendv_fn)(const struct iovec *iov, int n);
+static sendv_fn sendv;
+
+int xil_journal_load(void) {
+    if (sendv) return 0;
+    void *lib = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return -1;
+    sendv = (sendv_fn)dlsym(lib, "sd_journal_sendv");
+    return sendv ? 0 : -1;
+}
+
+int xil_journal_send(const char *const *fields, int count) {
+    if (!sendv) return -ENOSYS;
+    if (count <= 0 || count > 64) return -EINVAL;
+    struct iovec iov[64];
+    for (int i = 0; i < count; i++) {
+        iov[i].iov_base = (void *)fields[i];
+        iov[i].iov_len = strlen(fields[i]);
+    }
+    return sendv(iov, count);
+}
