@@ -27,6 +27,8 @@ public func fuzzFlags(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         for ms: Int64 in [0, 999, 1000, 86_399_999, tenYears] {
             guard !format.render(Millis(ms)).isEmpty else { finding("idle --format \(format) rendered nothing for \(ms) ms", input) }
         }
+    case .doctor:
+        guard arguments.first == "doctor" else { finding("doctor from other arguments", input) }
     case .completions(let shell):
         guard !Completions.script(for: shell).isEmpty else { finding("empty \(shell) completion script", input) }
     }

@@ -230,7 +230,33 @@ public struct AgentOptions: Equatable, Sendable {
         config.maxInhibit = maxInhibit
         config.configFiles = configFiles
         config.policy = policy
+        config.settings = settingsReport(locker: command)
         return config
+    }
+
+    /// The settings that decide whether and when the screen locks, with their origins.
+    func settingsReport(locker command: String) -> [ReportedSetting] {
+        func from(_ flag: String, chosen: String = "default") -> String { origins[AgentOptions.group(flag)]?.description ?? chosen }
+        var report = [
+            ReportedSetting(name: "lock-after", value: lockAfter.description, from: from("--lock-after")),
+            ReportedSetting(name: "locker", value: command, from: from("--locker", chosen: "default (the first installed)")),
+            ReportedSetting(name: "secure", value: secure ? "yes" : "no", from: from("--secure")),
+        ]
+        if let notifyBefore { report.append(ReportedSetting(name: "notify-before", value: notifyBefore.description, from: from("--notify-before"))) }
+        if !stages.isEmpty {
+            report.append(ReportedSetting(name: "stage", value: stages.map { "\($0.name)=\($0.idleTime)" }.joined(separator: ", "), from: from("--stage")))
+        }
+        for (flag, on) in [("--not-when-fullscreen", notWhenFullscreen), ("--not-when-audio", notWhenAudio)] where on {
+            report.append(ReportedSetting(name: String(flag.dropFirst(2)), value: "yes", from: from(flag)))
+        }
+        if let corners { report.append(ReportedSetting(name: "corners", value: corners.description, from: from("--corners"))) }
+        if logindInhibitors != "own" {
+            report.append(ReportedSetting(name: "logind-inhibitors", value: logindInhibitors, from: from("--logind-inhibitors")))
+        }
+        for (flag, off) in [("--no-screensaver-service", !screenSaverService), ("--no-logind", !logind)] where off {
+            report.append(ReportedSetting(name: String(flag.dropFirst(2)), value: "yes", from: from(flag)))
+        }
+        return report
     }
 
     /// What `--secure` turns off of the flags given: nothing may hold the lock off on a

@@ -25,6 +25,20 @@ public struct Stage: Equatable, Sendable {
     }
 }
 
+/// A setting as `status` and `doctor` show it: `lock-after`, `5m`, `flag`.
+public struct ReportedSetting: Equatable, Sendable {
+    public var name: String
+    public var value: String
+    /// `flag`, `default`, `FILE:LINE` or `policy FILE`.
+    public var from: String
+
+    public init(name: String, value: String, from: String) {
+        self.name = name
+        self.value = value
+        self.from = from
+    }
+}
+
 /// Everything the idle state machine needs to know, fixed for the agent's life.
 public struct AgentConfig: Equatable, Sendable {
     /// Sorted by idle time; ties keep their given order.
@@ -57,6 +71,8 @@ public struct AgentConfig: Equatable, Sendable {
     /// For status: the config files read and what the admin's policy changed.
     public var configFiles: [String] = []
     public var policy: PolicyReport?
+    /// For status and `doctor`: the main settings, their values and where each came from.
+    public var settings: [ReportedSetting] = []
 
     public init(
         stages: [Stage],

@@ -136,6 +136,7 @@ extension IdleMachine {
             out.append(.log(.debug, "the pointer rests in the \(corner) corner: locking \(settings.delay) after it stopped"))
         case .never:
             guard config.refusal(for: .corner) == nil else { return }
+            inhibitorSince[Inhibitor.cornerHoldID] = now.boottime
             inhibitors.append(Inhibitor(id: Inhibitor.cornerHoldID, who: "the pointer in the \(corner) corner",
                                         why: "--corners \(settings.corners)", until: nil, source: .corner))
             out.append(.log(.info, "held off while the pointer rests in the \(corner) corner (--corners \(settings.corners))"))

@@ -38,6 +38,8 @@ public struct IdleMachine: Sendable {
     var gapsSinceActivity: [(noticedAt: MonotonicInstant, offsetBefore: Millis)] = []
     var reported: Set<Disagreement> = []
     public internal(set) var inhibitors: [Inhibitor] = []
+    /// When each inhibitor began (boottime), by id: status shows how long it has held.
+    var inhibitorSince: [Int: BoottimeInstant] = [:]
     /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
     public private(set) var disabledUntil: BoottimeInstant??
     var lockRequested = false
@@ -165,6 +167,7 @@ public struct IdleMachine: Sendable {
                 out.append(.log(.info, "the inhibitor of \(inhibitor.who) ends in \(max) at the latest (the policy's max-inhibit)"))
             }
             inhibitors.append(inhibitor)
+            inhibitorSince[inhibitor.id] = now.boottime
             let span = inhibitor.until.map { "for \($0 - now.boottime)" } ?? inhibitor.source.lasts
             out.append(.log(.info, "inhibited by \(inhibitor.who) \(span)\(inhibitor.why.isEmpty ? "" : ": \(inhibitor.why)")"))
             out.append(.announce(.inhibited(inhibitor)))
@@ -294,6 +297,7 @@ public struct IdleMachine: Sendable {
 
     mutating func endInhibitor(at k: Int, _ now: Instant, _ out: inout [Action]) {
         let inhibitor = inhibitors.remove(at: k)
+        inhibitorSince[inhibitor.id] = nil
         out.append(.log(.info, "inhibitor of \(inhibitor.who) ended" + rearmNote(now)))
         out.append(.announce(.uninhibited(inhibitor)))
     }

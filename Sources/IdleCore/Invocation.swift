@@ -4,6 +4,7 @@ public enum Invocation: Equatable, Sendable {
     case idle(IdleFormat)
     case client(ClientCommand)
     case completions(CompletionShell)
+    case doctor(DoctorOptions)
     /// Print this text and exit 0.
     case help(String)
     case version
@@ -25,6 +26,9 @@ public enum Invocation: Equatable, Sendable {
         CommandDoc(name: "idle", synopsis: "xidlelock idle [--format FORMAT]",
                    abstract: "Print the X server's idle time in milliseconds, like xprintidle. Needs no agent.",
                    options: IdleFormat.specs.map(\.doc)),
+        CommandDoc(name: "doctor", synopsis: "xidlelock doctor [--json] [--socket PATH]",
+                   abstract: "Say why the screen would or would not lock now, each problem with what to do; exit 0 only when a lock would happen.",
+                   options: DoctorOptions.specs.map(\.doc)),
         CommandDoc(name: "completions", synopsis: "xidlelock completions bash|zsh|fish",
                    abstract: "Print the shell completion script for bash, zsh or fish.",
                    options: []),
@@ -55,6 +59,12 @@ public enum Invocation: Equatable, Sendable {
             return .idle(format)
         case "completions":
             return try parseCompletions(args.dropFirst())
+        case "doctor":
+            var options = DoctorOptions()
+            let parsed = try parseArguments(args.dropFirst(), DoctorOptions.specs, into: &options, command: "xidlelock doctor")
+            if parsed.helpRequested { return .help(try helpText(for: "doctor")) }
+            try noPositionals(parsed, command: "doctor")
+            return .doctor(options)
         case "run":
             args = args.dropFirst()
         case .some(let name) where ClientOptions.commands.contains { $0.name == name }:

@@ -38,6 +38,7 @@ extension IdleMachine {
                     ("who", .string(inhibitor.who)),
                     ("why", .string(inhibitor.why)),
                     ("remaining_ms", optional(inhibitor.until.map { $0 - now.boottime })),
+                    ("since_ms", optional(inhibitorSince[inhibitor.id].map { now.boottime - $0 })),
                 ])
             })),
             ("logind_hints", .object([("locked", .bool(lockedHint)), ("idle", .bool(idleHint))])),
@@ -47,6 +48,9 @@ extension IdleMachine {
             ("last_suspend_gap", lastSuspendGap.map { gap in
                 .object([("length_ms", ms(gap.length)), ("ago_ms", ms(now.boottime - gap.noticedAt))])
             } ?? .null),
+            ("settings", .array(config.settings.map { setting in
+                .object([("name", .string(setting.name)), ("value", .string(setting.value)), ("from", .string(setting.from))])
+            })),
             ("config_files", .array(config.configFiles.map(JSONValue.string))),
             ("policy", config.policy.map { policy in
                 .object([

@@ -24,6 +24,8 @@ do {
     case .completions(let shell):
         emit(Completions.script(for: shell), to: 1)
         status = 0
+    case .doctor(let options):
+        status = DoctorCommand.run(options)
     case .idle(let format):
         try IdleQuery.run(format)
         status = 0

@@ -6,23 +6,7 @@ import IdleCore
 /// request and shows the reply.
 public enum ControlClient {
     public static func run(_ command: ClientCommand) throws(AgentError) -> Int32 {
-        let (path, _) = try SocketPath.resolve(command.socket)
-        let fd = xil_unix_connect(path)
-        guard fd >= 0 else {
-            let reason = errno
-            if reason == ENOENT || reason == ECONNREFUSED {
-                throw .unavailable("no xidlelock agent is running for this display (nothing listens on \(path))")
-            }
-            throw .unavailable("cannot reach the agent at \(path): \(String(cString: strerror(reason)))")
-        }
-        // The agent must be this user's: a socket served by anyone else (a planted
-        // one in a shared /tmp) gets no request, least of all `lock` or `inhibit`.
-        var agentPid: pid_t = 0
-        var agentUid: uid_t = 0
-        guard xil_peer_credentials(fd, &agentPid, &agentUid) == 0, agentUid == getuid() else {
-            close(fd)
-            throw .unavailable("refusing the socket \(path): it is served by uid \(agentUid) (pid \(agentPid)), not by you")
-        }
+        let fd = try connect(command.socket).fd
         var reader = Reader(fd: fd)
         // A refused client is answered and closed at once: its write may then fail,
         // but the refusal is still there to read.
@@ -51,6 +35,38 @@ public enum ControlClient {
             break
         }
         return 0
+    }
+
+    /// The agent's status reply (for `doctor`), and the socket it came from.
+    static func status(socket: String?) throws(AgentError) -> JSONValue {
+        let fd = try connect(socket).fd
+        defer { close(fd) }
+        signal(SIGPIPE, SIG_IGN)
+        _ = try? FileIO.writeAll(fd, ControlRequest.status.line + "\n")
+        var reader = Reader(fd: fd)
+        return try reader.reply()
+    }
+
+    /// Connects to this user's agent; refuses a socket served by anyone else.
+    static func connect(_ socket: String?) throws(AgentError) -> (fd: Int32, path: String) {
+        let (path, _) = try SocketPath.resolve(socket)
+        let fd = xil_unix_connect(path)
+        guard fd >= 0 else {
+            let reason = errno
+            if reason == ENOENT || reason == ECONNREFUSED {
+                throw .unavailable("no xidlelock agent is running for this display (nothing listens on \(path))")
+            }
+            throw .unavailable("cannot reach the agent at \(path): \(String(cString: strerror(reason)))")
+        }
+        // The agent must be this user's: a socket served by anyone else (a planted
+        // one in a shared /tmp) gets no request, least of all `lock` or `inhibit`.
+        var agentPid: pid_t = 0
+        var agentUid: uid_t = 0
+        guard xil_peer_credentials(fd, &agentPid, &agentUid) == 0, agentUid == getuid() else {
+            close(fd)
+            throw .unavailable("refusing the socket \(path): it is served by uid \(agentUid) (pid \(agentPid)), not by you")
+        }
+        return (fd, path)
     }
 
     /// Reads reply and event lines from the agent.

@@ -258,6 +258,13 @@ final class XServer {
 
     func atom(_ name: String) -> Atom { XInternAtom(display, name, 0) }
 
+    func hasExtension(_ name: String) -> Bool {
+        var opcode: Int32 = 0
+        var event: Int32 = 0
+        var error: Int32 = 0
+        return XQueryExtension(display, name, &opcode, &event, &error) != 0
+    }
+
     /// Asks for these core events of a window (0: none); a window that is gone is
     /// ignored (its BadWindow is logged at debug level).
     func follow(_ window: Window, events mask: Int) {

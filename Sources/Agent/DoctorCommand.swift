@@ -1,0 +1,64 @@
+import CX11
+import Glibc
+import IdleCore
+
+/// `xidlelock doctor`: gathers the facts (the display, the agent's status, the
+/// locker on disk, the keyboard grab) for `Doctor.diagnose`, prints the findings and
+/// exits 0 only when a lock would happen.
+public enum DoctorCommand {
+    public static func run(_ options: DoctorOptions) -> Int32 {
+        let report = Doctor.diagnose(facts(options))
+        _ = try? FileIO.writeAll(1, (options.json ? report.json.text : report.text) + "\n")
+        return report.lockWouldHappen ? 0 : 1
+    }
+
+    static func facts(_ options: DoctorOptions) -> DoctorFacts {
+        var facts = DoctorFacts()
+        facts.display = getenv("DISPLAY").map { String(cString: $0) }
+        var x: XServer?
+        do {
+            x = try XServer(needsInput: true)
+            facts.extensions = ["MIT-SCREEN-SAVER", "XInput 2"] + (x!.hasExtension("RANDR") ? ["RandR"] : [])
+        } catch {
+            facts.displayProblem = error.message
+        }
+        facts.socket = try? SocketPath.resolve(options.socket).path
+        do {
+            facts.status = try ControlClient.status(socket: options.socket)
+        } catch {
+            facts.agentProblem = error.message
+        }
+        // The locker: the running agent's, else the one the config files and the
+        // policy would give an agent started now.
+        if let status = facts.status, case .array(let settings)? = status["settings"],
+           let locker = settings.first(where: { $0["name"]?.string == "locker" }) {
+            facts.lockerCommand = locker["value"]?.string
+            facts.lockerFrom = locker["from"]?.string
+        } else {
+            do {
+                if case .agent(let agentOptions) = try Invocation.parse([], sources: .thisMachine) {
+                    if let given = agentOptions.locker {
+                        facts.lockerCommand = given
+                        facts.lockerFrom = agentOptions.origins["--locker"]?.description
+                    } else if let found = LockerChoice.candidates.first(where: { LockerChoice.findProgram($0.program, path: LockerChoice.pathVariable()) != nil }) {
+                        facts.lockerCommand = found.command
+                        facts.lockerFrom = "default (the first installed)"
+                    }
+                }
+            } catch {
+                facts.configProblem = error.message
+            }
+        }
+        if let command = facts.lockerCommand {
+            // `exec i3lock -n` starts i3lock: that is the program to look for.
+            let trimmed = command.drop { $0 == " " || $0 == "\t" }
+            facts.lockerProgram = ShellCommand.firstWord(of: command)
+                ?? (trimmed.hasPrefix("exec ") ? ShellCommand.firstWord(of: String(trimmed.dropFirst(5))) : nil)
+            facts.lockerPath = facts.lockerProgram.flatMap { LockerChoice.findProgram($0, path: LockerChoice.pathVariable()) }
+        }
+        // The grab probe means nothing while a locker holds the screen (it is its grab).
+        let locked = facts.status?["locker"].map { $0 != .null } ?? false
+        if let x, !locked { facts.keyboardGrabbedByOther = x.keyboardGrabbedByOther() }
+        return facts
+    }
+}

@@ -1,0 +1,272 @@
+// `xidlelock doctor`: "why did my screen not lock?" answered in plain words. The
+// edge gathers the facts (the display, the agent's status, the locker on disk, the
+// keyboard grab); this turns them into findings, each problem with what to do.
+
+/// `xidlelock doctor [--json] [--socket PATH]`.
+public struct DoctorOptions: Equatable, Sendable {
+    public var json = false
+    public var socket: String?
+
+    static let specs: [OptionSpec<DoctorOptions>] = [
+        OptionSpec("--json", nil, "Print the findings as JSON.") { o, _ in o.json = true },
+        OptionSpec("--socket", "PATH", "The agent's control socket (default: $XDG_RUNTIME_DIR/xidlelock/DISPLAY.sock).") { o, v throws(UsageError) in
+            o.socket = try AgentOptions.socketPath(v)
+        },
+    ]
+}
+
+/// What the edge found.
+public struct DoctorFacts: Sendable {
+    public var display: String?
+    /// Why the display cannot be watched; nil when it can.
+    public var displayProblem: String?
+    /// The extensions found, in words (`MIT-SCREEN-SAVER`, `XInput 2.2`, `RandR`).
+    public var extensions: [String] = []
+    public var socket: String?
+    /// Why no agent answered; nil when one did.
+    public var agentProblem: String?
+    /// The agent's `status` reply.
+    public var status: JSONValue?
+    /// The locker the agent uses (or, without an agent, would use), where that came
+    /// from, and where its program is on disk (nil: not found or not executable).
+    public var lockerCommand: String?
+    public var lockerFrom: String?
+    public var lockerProgram: String?
+    public var lockerPath: String?
+    /// Whether another client holds the keyboard grab now (nil: not asked, as while locked).
+    public var keyboardGrabbedByOther: Bool?
+    /// Without an agent: why the config files could not be read.
+    public var configProblem: String?
+
+    public init() {}
+}
+
+public struct DoctorFinding: Equatable, Sendable {
+    public enum Level: String, Sendable {
+        case ok, info, warning, problem
+    }
+
+    public var check: String
+    public var level: Level
+    public var detail: String
+    /// What to do about it.
+    public var fix: String?
+
+    init(_ check: String, _ level: Level, _ detail: String, fix: String? = nil) {
+        self.check = check
+        self.level = level
+        self.detail = detail
+        self.fix = fix
+    }
+}
+
+public struct DoctorReport: Equatable, Sendable {
+    public var findings: [DoctorFinding]
+    /// When the lock comes if nothing changes (nil: it would not, or it holds now).
+    public var nextLockIn: Millis?
+    public var lockedNow: Bool
+
+    /// A lock would happen: no finding is a problem.
+    public var lockWouldHappen: Bool { !findings.contains { $0.level == .problem } }
+
+    public var text: String {
+        var lines: [String] = []
+        for f in findings {
+            let label = f.level == .problem ? "PROBLEM" : f.level.rawValue
+            lines.append(label.padding(to: 8) + " " + f.check + ": " + f.detail)
+            if let fix = f.fix { lines.append(String(repeating: " ", count: 9) + "what to do: " + fix) }
+        }
+        let problems = findings.filter { $0.level == .problem }.count
+        if problems > 0 {
+            lines.append("=> the screen will NOT lock by itself: \(problems) problem\(problems == 1 ? "" : "s") above")
+        } else if lockedNow {
+            lines.append("=> the screen is locked now")
+        } else if let next = nextLockIn {
+            lines.append("=> the screen will lock in \(next) if nothing happens")
+        } else {
+            lines.append("=> the screen will lock once the idle time comes")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    public var json: JSONValue {
+        .object([
+            ("lock_would_happen", .bool(lockWouldHappen)),
+            ("locked_now", .bool(lockedNow)),
+            ("next_lock_in_ms", nextLockIn.map { .number(Double($0.value)) } ?? .null),
+            ("findings", .array(findings.map { f in
+                .object([("check", .string(f.check)), ("level", .string(f.level.rawValue)), ("detail", .string(f.detail)),
+                         ("fix", f.fix.map(JSONValue.string) ?? .null)])
+            })),
+        ])
+    }
+}
+
+public enum Doctor {
+    public static func diagnose(_ facts: DoctorFacts) -> DoctorReport {
+        var findings: [DoctorFinding] = []
+        let display = facts.display ?? "(DISPLAY not set)"
+        if let problem = facts.displayProblem {
+            findings.append(DoctorFinding("display", .problem, problem,
+                                          fix: "run xidlelock inside your X session, where DISPLAY names the display (e.g. :0)"))
+        } else {
+            findings.append(DoctorFinding("display", .ok, "\(display): \(facts.extensions.joined(separator: ", "))"))
+        }
+        let status = facts.status
+        if let status {
+            let pid = facts.socket.map { " on \($0)" } ?? ""
+            findings.append(DoctorFinding("agent", .ok, "running, answering\(pid)" + (status["state"]?.string.map { "; state \($0)" } ?? "")))
+        } else {
+            findings.append(DoctorFinding("agent", .problem, facts.agentProblem ?? "no agent answers",
+                                          fix: "start it: `systemctl --user start xidlelock`, or log in again (autostart); run `xidlelock` in a terminal to see why it stops"))
+        }
+        if let problem = facts.configProblem {
+            findings.append(DoctorFinding("config", .problem, problem, fix: "fix the line named, then start the agent again"))
+        }
+        findings += lockerFindings(facts)
+        if facts.keyboardGrabbedByOther == true {
+            findings.append(DoctorFinding("keyboard", .problem,
+                                          "another program holds the keyboard grab: a locker cannot grab it now, so a lock would fail (and be retried)",
+                                          fix: "close the menu, game or screenshot tool that holds it; a stuck grab is released by ending its program"))
+        } else if facts.keyboardGrabbedByOther == false {
+            findings.append(DoctorFinding("keyboard", .ok, "free: a locker can grab it"))
+        }
+        var nextLockIn: Millis?
+        var lockedNow = false
+        if let status {
+            findings += stateFindings(status)
+            findings += settingsFindings(status)
+            findings += desktopFindings(status["desktop"])
+            lockedNow = status["locker"]?["covers_screen"]?.bool == true
+            nextLockIn = lockDue(status)
+        }
+        return DoctorReport(findings: findings, nextLockIn: nextLockIn, lockedNow: lockedNow)
+    }
+
+    static func lockerFindings(_ facts: DoctorFacts) -> [DoctorFinding] {
+        guard let command = facts.lockerCommand else {
+            return [DoctorFinding("locker", .problem, "no locker: none of xsecurelock, i3lock or slock is installed, and none is set",
+                                  fix: "install one (apt install i3lock), or set `locker CMD` in ~/.config/xidlelock/config")]
+        }
+        let from = facts.lockerFrom.map { $0.hasPrefix("default") ? "; the \($0)" : "; from \($0)" } ?? ""
+        guard let program = facts.lockerProgram else {
+            return [DoctorFinding("locker", .info, "`\(command)`\(from): a shell command, whose program cannot be checked without running it")]
+        }
+        guard let path = facts.lockerPath else {
+            return [DoctorFinding("locker", .problem, "'\(program)' (of `\(command)`\(from)) is not found in PATH or is not executable: the screen cannot be locked",
+                                  fix: "install it, or set another locker (--locker, `locker` in the config file)")]
+        }
+        return [DoctorFinding("locker", .ok, "`\(command)` (\(path)\(from))")]
+    }
+
+    /// What holds the lock off now, and the locker's state.
+    static func stateFindings(_ status: JSONValue) -> [DoctorFinding] {
+        var findings: [DoctorFinding] = []
+        func duration(_ value: JSONValue?) -> String? { value?.integer.map { Millis($0).description } }
+        if let locker = status["locker"], locker != .null {
+            if locker["state"]?.string == "failing" {
+                let reason = status["last_locker_failure"]?["reason"]?.string ?? "?"
+                findings.append(DoctorFinding("locker", .problem, "failing: the locker \(reason); next try in \(duration(locker["next_try_in_ms"]) ?? "?")",
+                                              fix: "run the locker command by hand in this session to see its error"))
+            } else if locker["covers_screen"]?.bool == false {
+                findings.append(DoctorFinding("locker", .problem, "runs but was never seen to grab the keyboard: the screen may be visible",
+                                              fix: "use a locker that grabs the keyboard and stays running (i3lock -n, not i3lock)"))
+            } else if locker["covers_screen"]?.bool == true {
+                findings.append(DoctorFinding("locker", .info, "locked now (pid \(locker["pid"]?.integer.map(String.init) ?? "?"))"))
+            }
+        }
+        if status["disabled"]?.bool == true {
+            let span = duration(status["disabled_remaining_ms"]).map { "for \($0) more" } ?? "until enabled"
+            findings.append(DoctorFinding("held off", .problem, "disabled \(span)", fix: "`xidlelock enable`"))
+        }
+        if case .array(let inhibitors)? = status["inhibitors"] {
+            for i in inhibitors {
+                let source = i["source"]?.string ?? "?"
+                let since = duration(i["since_ms"]).map { " for \($0)" } ?? ""
+                let why = i["why"]?.string.flatMap { $0.isEmpty ? nil : ": \($0)" } ?? ""
+                let who = ClientText.sanitized(i["who"]?.string ?? "?")
+                findings.append(DoctorFinding("held off", .problem, "by \(who) [\(source)]\(since)\(ClientText.sanitized(why))",
+                                              fix: advice(for: source)))
+            }
+        }
+        if status["session_active"]?.bool == false {
+            findings.append(DoctorFinding("session", .warning, "another session is in front: no stage fires until this one is back"))
+        }
+        if let policy = status["policy"], policy != .null {
+            let file = policy["file"]?.string ?? "?"
+            if case .array(let errors)? = policy["errors"] {
+                for error in errors {
+                    findings.append(DoctorFinding("policy", .warning, (error.string ?? "?") + " (the agent is secure meanwhile)",
+                                                  fix: "ask the administrator to fix \(file)"))
+                }
+            }
+            var changes: [String] = []
+            if case .array(let items)? = policy["changes"] { changes = items.compactMap(\.string) }
+            findings.append(DoctorFinding("policy", .info, "\(file) is in force" + (changes.isEmpty ? "" : ": " + changes.joined(separator: "; "))))
+        }
+        return findings
+    }
+
+    /// What a user can do about an inhibitor of each source.
+    static func advice(for source: String) -> String {
+        switch source {
+        case "socket": "it ends when its `xidlelock inhibit` command ends (or its --for time); end that command"
+        case "dbus": "an application asked through org.freedesktop.ScreenSaver (a video or call); stop it, or run the agent with --no-screensaver-service"
+        case "logind": "a `systemd-inhibit --what=idle` holds it (see `systemd-inhibit --list`); end it, or --logind-inhibitors none"
+        case "x": "the X screensaver is off (`xset s on` turns it back on) or a player suspended it; stop the player"
+        case "fullscreen": "the active window is fullscreen; leave fullscreen, or drop --not-when-fullscreen"
+        case "audio": "an application plays sound; pause or mute it, or drop --not-when-audio"
+        case "corner": "the pointer rests in a - corner; move it"
+        default: "see `xidlelock status`"
+        }
+    }
+
+    static func settingsFindings(_ status: JSONValue) -> [DoctorFinding] {
+        guard case .array(let settings)? = status["settings"], !settings.isEmpty else { return [] }
+        let text = settings.map { s in "\(s["name"]?.string ?? "?") \(s["value"]?.string ?? "?") (\(s["from"]?.string ?? "?"))" }
+        var findings = [DoctorFinding("settings", .info, text.joined(separator: "; "))]
+        if case .array(let files)? = status["config_files"], !files.isEmpty {
+            findings.append(DoctorFinding("config", .info, "read " + files.compactMap(\.string).joined(separator: ", ")))
+        }
+        return findings
+    }
+
+    static func desktopFindings(_ desktop: JSONValue?) -> [DoctorFinding] {
+        guard let desktop, case .object(let members) = desktop, !members.isEmpty else { return [] }
+        var findings: [DoctorFinding] = []
+        if desktop["session_bus"]?.bool == false {
+            findings.append(DoctorFinding("session bus", .warning, "not connected: browsers' and players' inhibitors (org.freedesktop.ScreenSaver) are not seen",
+                                          fix: "start the session with a D-Bus session bus (dbus-run-session, or your display manager)"))
+        } else if desktop["screensaver_service"]?.bool == false {
+            findings.append(DoctorFinding("session bus", .warning, "org.freedesktop.ScreenSaver is owned by another program: its inhibitors are not seen by xidlelock"))
+        } else {
+            findings.append(DoctorFinding("session bus", .ok, "serving org.freedesktop.ScreenSaver"))
+        }
+        if desktop["system_bus"]?.bool == false {
+            findings.append(DoctorFinding("system bus", .warning, "not connected: no lock before sleep, no lock-session"))
+        } else if desktop["logind_session"] == .null {
+            findings.append(DoctorFinding("logind", .warning, "no logind session found for this display: lock-session and the hints do not work"))
+        } else {
+            findings.append(DoctorFinding("logind", .ok, "session \(desktop["logind_session"]?.string ?? "?")" +
+                                          (desktop["sleep_delay_held"]?.bool == true ? "; the sleep waits for the lock" : "")))
+        }
+        if case .array(let ignored)? = desktop["ignored_idle_inhibitors"], !ignored.isEmpty {
+            let names = ignored.map { "\($0["who"]?.string ?? "?") (uid \($0["uid"]?.integer.map(String.init) ?? "?"))" }
+            findings.append(DoctorFinding("logind", .info, "idle inhibitors of others, not honoured: " + names.joined(separator: ", ")))
+        }
+        return findings
+    }
+
+    /// When the lock stage comes, from the status (nil while held, or once it has fired).
+    static func lockDue(_ status: JSONValue) -> Millis? {
+        guard status["disabled"]?.bool != true, status["state"]?.string != "inhibited",
+              case .array(let stages)? = status["stages"],
+              let lock = stages.first(where: { $0["role"]?.string == "lock" })?["idle_ms"]?.integer,
+              let idle = status["idle_ms"]?.integer, idle < lock else { return nil }
+        return Millis(lock - idle)
+    }
+}
+
+extension String {
+    func padding(to width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+}

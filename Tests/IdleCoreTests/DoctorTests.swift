@@ -1,0 +1,92 @@
+import IdleCore
+import Testing
+
+@Suite("doctor's diagnosis")
+struct DoctorDiagnosisTests {
+    /// The facts of a healthy setup: an agent idle for 1 minute of 10, its locker installed.
+    static func healthy() throws -> DoctorFacts {
+        var facts = DoctorFacts()
+        facts.display = ":0"
+        facts.extensions = ["MIT-SCREEN-SAVER", "XInput 2"]
+        facts.socket = "/run/user/1000/xidlelock/0.sock"
+        facts.status = try JSONValue(parsing: """
+            {"v":1,"ok":true,"state":"active","idle_ms":60000,"locker":null,"inhibitors":[],"disabled":false,
+             "session_active":true,"policy":null,"settings":[{"name":"lock-after","value":"10m","from":"flag"}],
+             "stages":[{"name":"lock","role":"lock","idle_ms":600000}],"desktop":{}}
+            """)
+        facts.lockerCommand = "i3lock -n"
+        facts.lockerProgram = "i3lock"
+        facts.lockerPath = "/usr/bin/i3lock"
+        facts.keyboardGrabbedByOther = false
+        return facts
+    }
+
+    func problems(_ report: DoctorReport) -> [String] { report.findings.filter { $0.level == .problem }.map(\.check) }
+
+    @Test("healthy: no problem, and the lock comes at the lock time less the idle time")
+    func healthy() throws {
+        let report = Doctor.diagnose(try Self.healthy())
+        #expect(report.lockWouldHappen)
+        #expect(report.nextLockIn == .minutes(9))
+        #expect(report.text.hasSuffix("=> the screen will lock in 9m if nothing happens"))
+        #expect(report.text.contains("info     settings: lock-after 10m (flag)"))
+    }
+
+    @Test("each broken part is a problem with what to do", arguments: [
+        ("no agent", "agent", "systemctl --user start xidlelock"),
+        ("no locker", "locker", "install one"),
+        ("locker missing", "locker", "install it, or set another locker"),
+        ("keyboard held", "keyboard", "close the menu"),
+        ("no display", "display", "inside your X session"),
+    ])
+    func broken(_ what: String, _ check: String, _ fix: String) throws {
+        var facts = try Self.healthy()
+        switch what {
+        case "no agent":
+            facts.status = nil
+            facts.agentProblem = "no xidlelock agent is running for this display"
+        case "no locker": facts.lockerCommand = nil
+        case "locker missing": facts.lockerPath = nil
+        case "keyboard held": facts.keyboardGrabbedByOther = true
+        default: facts.displayProblem = "cannot open X display ':0'"
+        }
+        let report = Doctor.diagnose(facts)
+        #expect(!report.lockWouldHappen)
+        #expect(problems(report) == [check])
+        #expect(report.findings.first { $0.check == check }?.fix?.contains(fix) == true)
+        #expect(report.text.contains("=> the screen will NOT lock by itself: 1 problem above"))
+    }
+
+    @Test("what holds the lock off: each inhibitor by source, who, why and for how long; a disable; a failing locker")
+    func holds() throws {
+        var facts = try Self.healthy()
+        facts.status = try JSONValue(parsing: """
+            {"state":"inhibited","idle_ms":900000,"disabled":true,"disabled_remaining_ms":null,
+             "inhibitors":[{"id":3,"source":"dbus","who":"firefox-esr (pid 77 firefox-esr, :1.9)","why":"Playing video","since_ms":754000},
+                           {"id":4,"source":"audio","who":"mpv (pid 80)","why":"playing audio","since_ms":1000}],
+             "locker":{"state":"failing","next_try_in_ms":4000},"last_locker_failure":{"reason":"exited with status 1"},
+             "stages":[{"name":"lock","role":"lock","idle_ms":600000}]}
+            """)
+        let report = Doctor.diagnose(facts)
+        #expect(problems(report) == ["locker", "held off", "held off", "held off"])
+        let held = report.findings.filter { $0.check == "held off" }.map(\.detail)
+        #expect(held == ["disabled until enabled",
+                         "by firefox-esr (pid 77 firefox-esr, :1.9) [dbus] for 12m34s: Playing video",
+                         "by mpv (pid 80) [audio] for 1s: playing audio"])
+        #expect(report.findings.contains { $0.fix?.contains("--no-screensaver-service") == true })
+        #expect(report.nextLockIn == nil)
+    }
+
+    @Test("--json: the verdict, the next lock and every finding")
+    func json() throws {
+        let report = Doctor.diagnose(try Self.healthy())
+        #expect(report.json["lock_would_happen"] == .bool(true))
+        #expect(report.json["next_lock_in_ms"] == .number(540_000))
+        guard case .array(let findings)? = report.json["findings"] else {
+            Issue.record("no findings")
+            return
+        }
+        #expect(findings.count == report.findings.count)
+        #expect(findings.first?["check"] == .string("display"))
+    }
+}
