@@ -21,8 +21,10 @@ let package = Package(
         .target(name: "CBus"),
         .target(name: "IdleCore"),
         .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus"]),
+        // The Swift runtime's argv accessor without its /proc/self/maps scan (see startup.c).
+        .target(name: "CStartup"),
         .executableTarget(
-            name: "xidlelock", dependencies: ["Agent", "IdleCore"],
+            name: "xidlelock", dependencies: ["Agent", "IdleCore", "CStartup"],
             // Links only the libraries the binary uses: pkg-config's xscrnsaver adds
             // libXext, and the Swift driver adds runtime libraries no code here
             // touches; each costs start-up time in every `xidlelock idle`.

@@ -1,4 +1,5 @@
 import Agent
+import CStartup
 import Glibc
 import IdleCore
 
