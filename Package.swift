@@ -19,8 +19,10 @@ let package = Package(
         .target(name: "CLinux"),
         // sd-bus, loaded with dlopen: only its headers are needed to build.
         .target(name: "CBus"),
+        // libpulse, loaded with dlopen, its declarations copied: nothing of it is needed to build.
+        .target(name: "CPulse"),
         .target(name: "IdleCore"),
-        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus"]),
+        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus", "CPulse"]),
         .executableTarget(
             name: "xidlelock", dependencies: ["Agent", "IdleCore"],
             // Links only the libraries the binary uses: pkg-config's xscrnsaver adds
@@ -37,9 +39,10 @@ let package = Package(
         // does and exits when a file appears.
         .executableTarget(name: "TestLocker", dependencies: ["CX11"], path: "Tests/TestLocker"),
         // Depends on the executables so that `swift test` builds the binaries the tests run.
-        // Harness/bus.py is the tests' D-Bus client, run with python3.
+        // Harness/bus.py is the tests' D-Bus client, Harness/player.py their sound player,
+        // both run with python3.
         .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock", "TestLocker"],
-                    exclude: ["Harness/bus.py"]),
+                    exclude: ["Harness/bus.py", "Harness/player.py"]),
     ],
     swiftLanguageModes: [.v6]
 )
