@@ -19,8 +19,10 @@ let package = Package(
         .target(name: "CLinux"),
         // sd-bus, loaded with dlopen: only its headers are needed to build.
         .target(name: "CBus"),
+        // libpulse, loaded with dlopen, its declarations copied: nothing of it is needed to build.
+        .target(name: "CPulse"),
         .target(name: "IdleCore"),
-        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus"]),
+        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus", "CPulse"]),
         // The Swift runtime's argv accessor without its /proc/self/maps scan (see startup.c).
         .target(name: "CStartup"),
         .executableTarget(
@@ -41,9 +43,10 @@ let package = Package(
         // A window with EWMH properties, as a window manager and a player set them.
         .executableTarget(name: "TestWindow", dependencies: ["CX11"], path: "Tests/TestWindow"),
         // Depends on the executables so that `swift test` builds the binaries the tests run.
-        // Harness/bus.py is the tests' D-Bus client, run with python3.
+        // Harness/bus.py is the tests' D-Bus client, Harness/player.py their sound player,
+        // both run with python3.
         .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock", "TestLocker", "TestWindow"],
-                    exclude: ["Harness/bus.py"]),
+                    exclude: ["Harness/bus.py", "Harness/player.py"]),
     ],
     swiftLanguageModes: [.v6]
 )

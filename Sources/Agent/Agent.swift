@@ -73,6 +73,7 @@ public final class Agent {
         agent.transferSleepLock = options.transferSleepLock
             || ShellCommand.firstWord(of: locker).map { $0.hasSuffix("xsecurelock") } == true
         desktop.start()
+        if options.notWhenAudio && !options.secure { AudioWatch.start(for: agent) }
         agent.loop.run()
     }
 
