@@ -18,9 +18,9 @@ let package = Package(
         ),
         .target(name: "CLinux"),
         // sd-bus, loaded with dlopen: only its headers are needed to build.
-        .target(name: "CBus"),
+        .target(name: "CBus", dependencies: ["CLinux"]),
         // libpulse, loaded with dlopen, its declarations copied: nothing of it is needed to build.
-        .target(name: "CPulse"),
+        .target(name: "CPulse", dependencies: ["CLinux"]),
         .target(name: "IdleCore"),
         .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus", "CPulse"]),
         // The Swift runtime's argv accessor without its /proc/self/maps scan (see startup.c).

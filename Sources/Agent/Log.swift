@@ -42,6 +42,17 @@ public enum Log {
         emit(line(level, message))
     }
 
+    /// A line from the C side (sd-bus, libpulse): level 0 debug, 1 info, 2 warning, 3 error.
+    static func fromLibrary(_ level: Int32, _ message: UnsafePointer<CChar>?) {
+        let text = message.map { String(cString: $0) } ?? ""
+        switch level {
+        case 0: debug(text)
+        case 1: write(.info, text)
+        case 2: write(.warning, text)
+        default: write(.error, text)
+        }
+    }
+
     static func debug(_ message: @autoclosure () -> String) {
         if threshold <= .debug { write(.debug, message()) }
     }

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "cbus.h"
+#include "clinux.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -31,21 +32,18 @@ XIL_BUS_FUNCTIONS(XIL_DECLARE)
 
 static sd_bus_vtable screensaver_vtable[];
 
+#define XIL_NAME(name) #name,
+#define XIL_SLOT(name) (void **)&p_##name,
+static const char *const bus_names[] = {XIL_BUS_FUNCTIONS(XIL_NAME)};
+static void **const bus_slots[] = {XIL_BUS_FUNCTIONS(XIL_SLOT)};
+
 int xil_bus_load(char *error, size_t size) {
     static int loaded;
     if (loaded) return 0;
-    void *lib = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(error, size, "%s", dlerror());
+    void *lib;
+    if (xil_load_library("libsystemd.so.0", bus_names, bus_slots, (int)(sizeof bus_names / sizeof *bus_names),
+                         &lib, error, size) != 0)
         return -1;
-    }
-#define XIL_FIND(name)                                                      \
-    p_##name = (__typeof__(name) *)dlsym(lib, #name);                        \
-    if (!p_##name) {                                                        \
-        snprintf(error, size, "libsystemd.so.0 has no %s (too old)", #name); \
-        return -1;                                                          \
-    }
-    XIL_BUS_FUNCTIONS(XIL_FIND)
     const unsigned *format = dlsym(lib, "sd_bus_object_vtable_format");
     if (!format) {
         snprintf(error, size, "libsystemd.so.0 has no sd_bus_object_vtable_format (too old)");

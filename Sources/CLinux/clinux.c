@@ -1,7 +1,9 @@
 #define _GNU_SOURCE
 #include "clinux.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -263,4 +265,22 @@ int xil_signal_ignored(int signal) {
     struct sigaction current;
     if (sigaction(signal, NULL, &current) != 0) return 0;
     return current.sa_handler == SIG_IGN;
+}
+
+int xil_load_library(const char *library, const char *const *names, void **const *slots, int count,
+                     void **handle, char *error, size_t size) {
+    void *lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(error, size, "%s", dlerror());
+        return -1;
+    }
+    for (int i = 0; i < count; i++) {
+        *slots[i] = dlsym(lib, names[i]);
+        if (!*slots[i]) {
+            snprintf(error, size, "%s has no %s (too old)", library, names[i]);
+            return -1;
+        }
+    }
+    if (handle) *handle = lib;
+    return 0;
 }

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "cpulse.h"
+#include "clinux.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -129,21 +130,17 @@ const char *pa_strerror(int error);
 #define XIL_DECLARE(name) static __typeof__(name) *p_##name;
 XIL_PULSE_FUNCTIONS(XIL_DECLARE)
 
+#define XIL_NAME(name) #name,
+#define XIL_SLOT(name) (void **)&p_##name,
+static const char *const pulse_names[] = {XIL_PULSE_FUNCTIONS(XIL_NAME)};
+static void **const pulse_slots[] = {XIL_PULSE_FUNCTIONS(XIL_SLOT)};
+
 int xil_pulse_load(char *error, size_t size) {
     static int loaded;
     if (loaded) return 0;
-    void *lib = dlopen("libpulse.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(error, size, "%s", dlerror());
+    if (xil_load_library("libpulse.so.0", pulse_names, pulse_slots, (int)(sizeof pulse_names / sizeof *pulse_names),
+                         NULL, error, size) != 0)
         return -1;
-    }
-#define XIL_FIND(name)                                                    \
-    p_##name = (__typeof__(name) *)dlsym(lib, #name);                      \
-    if (!p_##name) {                                                      \
-        snprintf(error, size, "libpulse.so.0 has no %s (too old)", #name); \
-        return -1;                                                        \
-    }
-    XIL_PULSE_FUNCTIONS(XIL_FIND)
     loaded = 1;
     return 0;
 }

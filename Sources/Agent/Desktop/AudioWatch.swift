@@ -144,14 +144,6 @@ final class AudioWatch: EventSource {
             }
             Unmanaged<AudioWatch>.fromOpaque(context!).takeUnretainedValue().streamsChanged(streams)
         }
-        callbacks.pointee.log = { _, level, message in
-            let text = String(cString: message!)
-            switch level {
-            case 0: Log.debug(text)
-            case 1: Log.write(.info, text)
-            case 2: Log.write(.warning, text)
-            default: Log.write(.error, text)
-            }
-        }
+        callbacks.pointee.log = { _, level, message in Log.fromLibrary(level, message) }
     }
 }

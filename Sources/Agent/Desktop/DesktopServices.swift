@@ -417,15 +417,7 @@ final class DesktopServices {
         callbacks.pointee.block_inhibited = { context, what in
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().blockInhibited(String(cString: what!))
         }
-        callbacks.pointee.log = { _, level, message in
-            let text = String(cString: message!)
-            switch level {
-            case 0: Log.debug(text)
-            case 1: Log.write(.info, text)
-            case 2: Log.write(.warning, text)
-            default: Log.write(.error, text)
-            }
-        }
+        callbacks.pointee.log = { _, level, message in Log.fromLibrary(level, message) }
     }
 }
 

@@ -178,12 +178,14 @@ final class XServer {
         return (.seconds(Int64(timeout)), interval, prefer, allow)
     }
 
-    /// Sets the saver timeout, keeping the other settings.
+    /// Sets the saver timeout, keeping the other settings. Waits for the server to
+    /// have done it (a round trip, twice in the agent's life): at exit the agent's
+    /// last word must be applied before a next client asks.
     func setSaverTimeout(_ timeout: Millis) {
         knownSaverTimeout = timeout
         let current = saverSettings()
         XSetScreenSaver(display, Int32(clamping: timeout.value / 1000), current.interval, current.preferBlanking, current.allowExposures)
-        XFlush(display)
+        XSync(display, 0)
     }
 
     /// Asks for ScreenSaverNotify events: the server's saver turning on (`xset s activate`).

@@ -1,7 +1,16 @@
 #ifndef XIDLELOCK_CLINUX_H
 #define XIDLELOCK_CLINUX_H
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+/* Loads `library` with dlopen (RTLD_NOW | RTLD_LOCAL) and finds its functions:
+ * `names[i]` into `*slots[i]`, for `count` of them; the handle goes to `*handle`
+ * (may be NULL). 0, or -1 with the reason in `error` (the library missing, or one
+ * of the functions: a version too old). The optional libraries (libsystemd,
+ * libpulse) are loaded this way, so that the binary runs where they are missing. */
+int xil_load_library(const char *library, const char *const *names, void **const *slots, int count,
+                     void **handle, char *error, size_t size);
 
 /* Both clocks at once, in nanoseconds. CLOCK_BOOTTIME keeps counting while the
  * machine is suspended and CLOCK_MONOTONIC does not: the growth of their
