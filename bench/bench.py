@@ -442,7 +442,9 @@ def bench_heuristics(window, samples, motions, repeats):
             env = env_for(servers[name], name)
             agents[name] = start_agent("xidlelock", servers[name], log=os.path.join(RESULTS, f"heuristics-{len(agents)}.log"),
                                        extra=flags, env=env)
-        time.sleep(1.0)
+        # Past the corner check, which comes once per rest at the corner delay (5 s)
+        # after the last input: what is measured is the idle minutes after it.
+        time.sleep(6.0)
         readings = []
         step = window / samples
         t0 = time.monotonic()
@@ -844,7 +846,9 @@ def render(res, quick, command, date, elapsed):
         "7. As rows 1, 2 and 5 for xidlelock alone with each heuristic flag. The sound server is a private "
         "`pulseaudio` on a null sink; *a stream plays*: `paplay` of a 200 s tone runs on it all along (the agent "
         "holds the lock off); *nothing plays*: a second, silent server. No window manager runs: "
-        "`--not-when-fullscreen` follows the root's `_NET_ACTIVE_WINDOW`, which nothing sets.")
+        "`--not-when-fullscreen` follows the root's `_NET_ACTIVE_WINDOW`, which nothing sets. The window starts 6 s "
+        "after the agents: `--corners` asks where the pointer rests once per rest, 5 s (the corner delay) after the "
+        "last input, one wake-up and two round trips (4 context switches), and then nothing.")
     L.append("")
     return "\n".join(L)
 
