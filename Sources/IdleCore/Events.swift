@@ -19,9 +19,9 @@ public enum Event: Equatable, Sendable {
     case inhibit(Inhibitor)
     /// The inhibitor with this id ended (its client left, or its command ended).
     case uninhibit(id: Int)
-    /// `xidlelock disable [--for D]`: no stage fires until enabled (or until `until`, a
-    /// boottime). `by`: who asked, for the audit trail.
-    case disable(until: BoottimeInstant?, by: String = "")
+    /// `xidlelock disable [--for D]`: no stage fires until enabled (or for `span`, from
+    /// the moment the machine takes it). `by`: who asked, for the audit trail.
+    case disable(for: Millis?, by: String = "")
     case enable(by: String = "")
     /// A locker started by an earlier agent on this display still runs: no second
     /// locker may start. Its end arrives as `.lockerFact(.endedUnseen)`.

@@ -175,11 +175,12 @@ public struct IdleMachine: Sendable {
             if let k = inhibitors.firstIndex(where: { $0.id == id }) {
                 endInhibitor(at: k, now, &out)
             }
-        case .disable(var until, let by):
-            if let max = config.maxInhibit, (until ?? .init(.max)) > now.boottime + max {
-                until = now.boottime + max
+        case .disable(var span, let by):
+            if let max = config.maxInhibit, (span ?? .max) > max {
+                span = max
                 out.append(.log(.info, "disabled for \(max) at the most (the policy's max-inhibit)"))
             }
+            let until = span.map { now.boottime + $0 }
             disabledUntil = .some(until)
             out.append(.log(.info, "disabled" + (until.map { " for \($0 - now.boottime)" } ?? "") + (by.isEmpty ? "" : " by \(by)")))
             out.append(.announce(.disabled(remaining: until.map { $0 - now.boottime }, by: by)))

@@ -163,7 +163,7 @@ struct PolicyTests {
         s.send(.inhibit(Inhibitor(id: 1, who: "pid 9 (mpv)", why: "film", until: nil)))
         s.expectLock(1, exactlyAt: Story.at(.hours(1)))
         var d = Story(options.config(locker: "lock-screen"))
-        d.send(.disable(until: nil))
+        d.send(.disable(for: nil))
         d.expectLock(1, exactlyAt: Story.at(.hours(1)))
     }
 

@@ -244,7 +244,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
 
     @Test func disableForADurationThenEnable() {
         var story = HoldStory(config())
-        story.send(.disable(until: story.now.boottime + .hours(1)))
+        story.send(.disable(for: .hours(1)))
         #expect(story.machine.stateName == "disabled")
         story.advance(.minutes(10))
         story.send(.wake(serverIdle: .minutes(10)))

@@ -22,6 +22,19 @@ import Testing
         return out.split(separator: "\n").compactMap { jsonObject(String($0)) }
     }
 
+    /// Waits until the journal holds an entry of each of `events` (journald writes a
+    /// moment after it receives), then returns the first entry of each.
+    func waitForJournal(_ s: Sandbox, pid: Int32, _ events: String...) async throws -> [String: [String: Any]] {
+        var found: [String: [String: Any]] = [:]
+        try await s.waitUntil("the journal to hold \(events.joined(separator: ", "))") {
+            for event in events where found[event] == nil {
+                found[event] = try await journalEntries(s, pid: pid, event: event).first
+            }
+            return found.count == events.count
+        }
+        return found
+    }
+
     @Test("a lock, its unlock, a disable and an enable are each an entry with their fields")
     func lockUnlockDisable() async throws {
         try await Sandbox.with { s in
@@ -34,22 +47,15 @@ import Testing
             #expect(try await s.client("enable").exit == .exited(0))
             let pid = agent.process.processIdentifier
             if Self.journalRuns {
-                var lock: [[String: Any]] = []
-                var enable: [[String: Any]] = []
-                try await s.waitUntil("the journal to hold the lock and the enable") {
-                    lock = try await journalEntries(s, pid: pid, event: "lock")
-                    enable = try await journalEntries(s, pid: pid, event: "enable")
-                    return !lock.isEmpty && !enable.isEmpty
-                }
-                #expect(lock.first?["MESSAGE_ID"] as? String == "33f4aa3521f84341af05baeccf12149c")
-                #expect(lock.first?["PRIORITY"] as? String == "5")
-                #expect(Int(lock.first?["XIDLELOCK_IDLE_MS"] as? String ?? "") ?? 0 >= 2000, "\(lock)")
-                let unlock = try await journalEntries(s, pid: pid, event: "unlock")
-                #expect(Int(unlock.first?["XIDLELOCK_LOCKED_MS"] as? String ?? "") ?? 0 >= 1100, "\(unlock)")
-                let disable = try await journalEntries(s, pid: pid, event: "disable")
-                #expect(disable.first?["XIDLELOCK_FOR_MS"] as? String == "3600000", "\(disable)")
-                #expect((disable.first?["XIDLELOCK_BY"] as? String)?.contains("(xidlelock)") == true, "\(disable)")
-                #expect((enable.first?["XIDLELOCK_BY"] as? String)?.contains("(xidlelock)") == true, "\(enable)")
+                let entries = try await waitForJournal(s, pid: pid, "lock", "unlock", "disable", "enable")
+                let lock = entries["lock"], unlock = entries["unlock"], disable = entries["disable"], enable = entries["enable"]
+                #expect(lock?["MESSAGE_ID"] as? String == "33f4aa3521f84341af05baeccf12149c")
+                #expect(lock?["PRIORITY"] as? String == "5")
+                #expect(Int(lock?["XIDLELOCK_IDLE_MS"] as? String ?? "") ?? 0 >= 2000, "\(String(describing: lock))")
+                #expect(Int(unlock?["XIDLELOCK_LOCKED_MS"] as? String ?? "") ?? 0 >= 1100, "\(String(describing: unlock))")
+                #expect(disable?["XIDLELOCK_FOR_MS"] as? String == "3600000", "\(String(describing: disable))")
+                #expect((disable?["XIDLELOCK_BY"] as? String)?.contains("(xidlelock)") == true, "\(String(describing: disable))")
+                #expect((enable?["XIDLELOCK_BY"] as? String)?.contains("(xidlelock)") == true, "\(String(describing: enable))")
             } else {
                 try await agent.waitForLog(containing: "audit enable:")
                 #expect(agent.log.contains("audit lock: screen locked: the locker holds the keyboard (after "), "\(agent.log)")
@@ -67,18 +73,12 @@ import Testing
             #expect(try await s.client("inhibit", "--why", "slides", "--for", "100ms").exit == .exited(0))
             let pid = agent.process.processIdentifier
             if Self.journalRuns {
-                var policy: [[String: Any]] = []
-                var uninhibit: [[String: Any]] = []
-                try await s.waitUntil("the journal to hold the policy's change and the inhibitor's end") {
-                    policy = try await journalEntries(s, pid: pid, event: "policy")
-                    uninhibit = try await journalEntries(s, pid: pid, event: "uninhibit")
-                    return !policy.isEmpty && !uninhibit.isEmpty
-                }
-                #expect((policy.first?["MESSAGE"] as? String)?.contains("locking at 1h") == true, "\(policy)")
-                #expect(policy.first?["XIDLELOCK_POLICY_FILE"] as? String == s.path("etc/policy"))
-                let inhibit = try await journalEntries(s, pid: pid, event: "inhibit")
-                #expect(inhibit.first?["XIDLELOCK_WHY"] as? String == "slides", "\(inhibit)")
-                #expect(inhibit.first?["XIDLELOCK_SOURCE"] as? String == "socket", "\(inhibit)")
+                let entries = try await waitForJournal(s, pid: pid, "policy", "inhibit", "uninhibit")
+                let policy = entries["policy"], inhibit = entries["inhibit"]
+                #expect((policy?["MESSAGE"] as? String)?.contains("locking at 1h") == true, "\(String(describing: policy))")
+                #expect(policy?["XIDLELOCK_POLICY_FILE"] as? String == s.path("etc/policy"))
+                #expect(inhibit?["XIDLELOCK_WHY"] as? String == "slides", "\(String(describing: inhibit))")
+                #expect(inhibit?["XIDLELOCK_SOURCE"] as? String == "socket", "\(String(describing: inhibit))")
             } else {
                 // --quiet drops info lines, never the audit trail.
                 try await agent.waitForLog(containing: "audit uninhibit:")

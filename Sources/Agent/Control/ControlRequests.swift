@@ -50,13 +50,13 @@ extension Agent: ControlRequestHandler {
             }
             client.send(ControlRequest.reply([("id", .number(Double(id)))]))
         case .disable(let duration):
-            perform(.disable(until: duration.map { now.boottime + $0 }, by: client.who))
+            perform(.disable(for: duration, by: client.who))
             client.send(ControlRequest.reply())
         case .enable:
             perform(.enable(by: client.who))
             client.send(ControlRequest.reply())
         case .toggle:
-            perform(machine.isDisabled ? .enable(by: client.who) : .disable(until: nil, by: client.who))
+            perform(machine.isDisabled ? .enable(by: client.who) : .disable(for: nil, by: client.who))
             client.send(ControlRequest.reply([("disabled", .bool(machine.isDisabled))]))
         case .events:
             client.subscribed = true
