@@ -107,8 +107,10 @@ expected="/etc/xdg/autostart/xidlelock.desktop
 /usr/local/lib/systemd/user/xidlelock.service
 /usr/local/share/bash-completion/completions/xidlelock
 /usr/local/share/dbus-1/services/org.freedesktop.ScreenSaver.service
+/usr/local/share/doc/xidlelock/examples/config
 /usr/local/share/doc/xidlelock/examples/dim-screen.sh
 /usr/local/share/doc/xidlelock/examples/logout.sh
+/usr/local/share/doc/xidlelock/examples/policy
 /usr/local/share/fish/vendor_completions.d/xidlelock.fish
 /usr/local/share/man/man1/xidlelock.1
 /usr/local/share/zsh/site-functions/_xidlelock"
