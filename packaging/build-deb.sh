@@ -5,6 +5,17 @@
 # Depends is worked out from the libraries the binary needs (dpkg-shlibdeps reads
 # their symbols files and gives the lowest versions that have every symbol used);
 # packaging/check.sh checks it again against `dpkg -S` of each NEEDED library.
+#
+# Maintainer is "$DEBFULLNAME <$DEBEMAIL>", the variables dch and debmake read; the
+# default, "xidlelock developers <xidlelock@users.noreply.github.com>", is only a
+# default: set both when you build a package you hand out.
+#
+# The package is native (Version is the program's, no Debian revision: upstream
+# builds it from its own tree), so its one changelog is packaging/changelog, in
+# Debian's format, installed as /usr/share/doc/xidlelock/changelog.gz (lintian wants
+# that name for a native package, not changelog.Debian.gz). Its top entry must name
+# the binary's version. /usr/share/doc/xidlelock/copyright is packaging/copyright
+# (DEP-5, the MIT licence of LICENSE).
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -12,7 +23,10 @@ bin=.build/release/xidlelock
 [ -x "$bin" ] || { echo "build-deb: $bin is missing: run 'make deb'" >&2; exit 1; }
 version=$("$bin" --version | awk '{ print $2 }')
 arch=$(dpkg --print-architecture)
-maintainer=${DEB_MAINTAINER:-xidlelock developers <xidlelock@invalid>}
+maintainer="${DEBFULLNAME:-xidlelock developers} <${DEBEMAIL:-xidlelock@users.noreply.github.com}>"
+changelog_version=$(dpkg-parsechangelog -l packaging/changelog -S Version)
+[ "$changelog_version" = "$version" ] ||
+    { echo "build-deb: packaging/changelog's top entry is $changelog_version, the binary is $version" >&2; exit 1; }
 
 # dpkg-shlibdeps wants a source-package layout: work/debian/control, the files
 # under work/debian/xidlelock.
@@ -27,11 +41,22 @@ ${MAKE:-make} --no-print-directory install DESTDIR="$PWD/$stage" PREFIX=/usr \
 # Debian policy: stripped binaries, compressed manual pages.
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/xidlelock"
 gzip -9n "$stage/usr/share/man/man1/xidlelock.1"
+doc=$stage/usr/share/doc/xidlelock
+install -m 644 packaging/copyright "$doc/copyright"
+gzip -9nc packaging/changelog > "$doc/changelog.gz"
+chmod 644 "$doc/changelog.gz"
 
 printf 'Source: xidlelock\n\nPackage: xidlelock\nArchitecture: any\n' > "$work/debian/control"
 depends=$(cd "$work" && dpkg-shlibdeps -O debian/xidlelock/usr/bin/xidlelock 2>/dev/null |
     sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { echo "build-deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
+# A binary linked with DT_RELR (make release: -z pack-relative-relocs) needs glibc's
+# GLIBC_ABI_DT_RELR, new in 2.36: a version node, not a symbol, so the symbols file
+# dpkg-shlibdeps reads does not know it.
+if readelf -V "$stage/usr/bin/xidlelock" | grep -q GLIBC_ABI_DT_RELR; then
+    depends=$(echo "$depends" | sed 's/libc6 (>= [^)]*)/libc6 (>= 2.36)/')
+    case $depends in *"libc6 (>= 2.36)"*) ;; *) depends="libc6 (>= 2.36), $depends" ;; esac
+fi
 
 # Files under /etc are configuration: an upgrade keeps the administrator's changes.
 (cd "$stage" && find etc -type f | sed 's|^|/|') > "$stage/DEBIAN/conffiles"
@@ -61,6 +86,9 @@ Description: idle-lock agent for X11 sessions
 EOF
 
 find "$stage" -type d -exec chmod 755 {} +
+(cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
+    xargs -0 md5sum) > "$stage/DEBIAN/md5sums"
+chmod 644 "$stage/DEBIAN/md5sums" "$stage/DEBIAN/control" "$stage/DEBIAN/conffiles"
 deb=dist/xidlelock_${version}_${arch}.deb
 dpkg-deb --build --root-owner-group -Zxz "$stage" "$deb" >/dev/null
 echo "built $deb ($(du -k "$deb" | cut -f1) KiB), Depends: $depends"

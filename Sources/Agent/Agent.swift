@@ -1,3 +1,4 @@
+import CBus
 import Glibc
 import IdleCore
 
@@ -74,6 +75,11 @@ public final class Agent {
             || ShellCommand.firstWord(of: locker).map { $0.hasSuffix("xsecurelock") } == true
         desktop.start()
         if options.notWhenAudio && !options.secure { AudioWatch.start(for: agent) }
+        // Under systemd (Type=notify): ready once the X connection, the socket and every
+        // source are up, so that units ordered after this one find the agent answering.
+        let lockAfter = options.lockAfter
+        let notified = xil_notify_ready("watching \(getenv("DISPLAY").map { String(cString: $0) } ?? "?"), lock after \(lockAfter)")
+        if notified < 0 { Log.write(.warning, "cannot tell systemd the agent is ready: \(String(cString: strerror(-notified)))") }
         agent.loop.run()
     }
 

@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -28,4 +29,19 @@ int xil_journal_send(const char *const *fields, int count) {
         iov[i].iov_len = strlen(fields[i]);
     }
     return sendv(iov, count);
+}
+
+int xil_notify_ready(const char *status) {
+    if (!getenv("NOTIFY_SOCKET")) return 0;
+    typedef int (*notify_fn)(int unset_environment, const char *state);
+    void *lib = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
+    notify_fn notify = lib ? (notify_fn)dlsym(lib, "sd_notify") : NULL;
+    if (!notify) {
+        /* No libsystemd: still no hook may inherit the variable. */
+        unsetenv("NOTIFY_SOCKET");
+        return -ENOSYS;
+    }
+    char state[512];
+    snprintf(state, sizeof state, "READY=1\nSTATUS=%s", status);
+    return notify(1, state);
 }
