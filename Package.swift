@@ -5,6 +5,12 @@ import PackageDescription
 // into every process (measured +1.25 ms start-up and +2.4 MB RSS per run), and
 // `xidlelock idle` must start as fast as xprintidle. The flag parser lives in
 // IdleCore, where it is pure and tested in-process.
+// Our modules do without the implicitly imported _StringProcessing (Regex and the
+// string algorithms built on it): linked in, it and _RegexParser added ~1 MB to the
+// binary and ~90 KB of relocated data that every `xidlelock idle` paid for in page
+// faults at start-up.
+let lean: [SwiftSetting] = [.unsafeFlags(["-Xfrontend", "-disable-implicit-string-processing-module-import"])]
+
 let package = Package(
     name: "xidlelock",
     products: [
@@ -13,7 +19,7 @@ let package = Package(
     targets: [
         .systemLibrary(
             name: "CX11",
-            pkgConfig: "x11 xscrnsaver xi",
+            pkgConfig: "x11 xscrnsaver",  // libXi: headers only, loaded at run time
             providers: [.apt(["libx11-dev", "libxss-dev", "libxi-dev"])]
         ),
         .target(name: "CLinux"),
@@ -21,12 +27,12 @@ let package = Package(
         .target(name: "CBus", dependencies: ["CLinux"]),
         // libpulse, loaded with dlopen, its declarations copied: nothing of it is needed to build.
         .target(name: "CPulse", dependencies: ["CLinux"]),
-        .target(name: "IdleCore"),
-        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus", "CPulse"]),
+        .target(name: "IdleCore", swiftSettings: lean),
+        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus", "CPulse"], swiftSettings: lean),
         // The Swift runtime's argv accessor without its /proc/self/maps scan (see startup.c).
         .target(name: "CStartup"),
         .executableTarget(
-            name: "xidlelock", dependencies: ["Agent", "IdleCore", "CStartup"],
+            name: "xidlelock", dependencies: ["Agent", "IdleCore", "CStartup"], swiftSettings: lean,
             // Links only the libraries the binary uses: pkg-config's xscrnsaver adds
             // libXext, and the Swift driver adds runtime libraries no code here
             // touches; each costs start-up time in every `xidlelock idle`.

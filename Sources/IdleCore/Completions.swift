@@ -63,14 +63,14 @@ public enum Completions {
             if depth == 0 { text.append(c) }
             if c == ")" { depth = max(depth - 1, 0) }
         }
-        text = text.replacing(" ,", with: ",").replacing(" ;", with: ";").replacing("  ", with: " ").replacing(" .", with: ".")
-        if let end = text.firstRange(of: ". ") { text = String(text[..<end.lowerBound]) }
+        text = text.replacingEvery(" ,", with: ",").replacingEvery(" ;", with: ";").replacingEvery("  ", with: " ").replacingEvery(" .", with: ".")
+        if let end = text.firstRange(matching: ". ") { text = String(text[..<end.lowerBound]) }
         while text.hasSuffix(".") || text.hasSuffix(" ") { text.removeLast() }
         return text
     }
 
     static func singleQuoted(_ text: String) -> String {
-        "'" + text.replacing("'", with: "'\\''") + "'"
+        "'" + text.replacingEvery("'", with: "'\\''") + "'"
     }
 
     // MARK: bash
@@ -219,8 +219,8 @@ public enum Completions {
 
     /// Escapes what `_arguments` and `_describe` read specially in a description.
     static func zshEscaped(_ text: String) -> String {
-        text.replacing("\\", with: "\\\\").replacing(":", with: "\\:")
-            .replacing("[", with: "\\[").replacing("]", with: "\\]")
+        text.replacingEvery("\\", with: "\\\\").replacingEvery(":", with: "\\:")
+            .replacingEvery("[", with: "\\[").replacingEvery("]", with: "\\]")
     }
 
     // MARK: fish
@@ -228,7 +228,7 @@ public enum Completions {
     static func fish() -> String {
         let commands = Invocation.commands
         func quoted(_ text: String) -> String {
-            "'" + text.replacing("\\", with: "\\\\").replacing("'", with: "\\'") + "'"
+            "'" + text.replacingEvery("\\", with: "\\\\").replacingEvery("'", with: "\\'") + "'"
         }
         var lines: [String] = []
         for command in commands {
