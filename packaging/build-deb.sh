@@ -57,6 +57,9 @@ if readelf -V "$stage/usr/bin/xidlelock" | grep -q GLIBC_ABI_DT_RELR; then
     depends=$(echo "$depends" | sed 's/libc6 (>= [^)]*)/libc6 (>= 2.36)/')
     case $depends in *"libc6 (>= 2.36)"*) ;; *) depends="libc6 (>= 2.36), $depends" ;; esac
 fi
+# libXi is loaded at run time (only the agent watches raw input; `xidlelock idle`
+# starts faster without it), so dpkg-shlibdeps cannot see it; the agent needs it.
+case $depends in *libxi6*) ;; *) depends="$depends, libxi6 (>= 2:1.2.99.4)" ;; esac
 
 # Files under /etc are configuration: an upgrade keeps the administrator's changes.
 (cd "$stage" && find etc -type f | sed 's|^|/|') > "$stage/DEBIAN/conffiles"

@@ -177,6 +177,13 @@ for needed in $(readelf -d "$unpacked" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
     pkg=$(owner "$path") || { fail "NEEDED $needed ($path) belongs to no package"; continue; }
     printf '%s\n' "$dep_names" | grep -qx "$pkg" || fail "NEEDED $needed comes from $pkg, which Depends does not name"
 done
+# The agent loads libXi with dlopen (see XServer.swift): Depends must name it all the same.
+path=$(ldconfig -p | awk '$1 == "libXi.so.6" { print $NF; exit }')
+if pkg=$(owner "$path"); then
+    printf '%s\n' "$dep_names" | grep -qx "$pkg" || fail "libXi.so.6 (loaded at run time) comes from $pkg, which Depends does not name"
+else
+    fail "libXi.so.6 (loaded at run time) belongs to no package"
+fi
 printf '%s\n' "$resolved" | grep -q /opt/swift && fail "a library resolves into /opt/swift: $resolved"
 
 # Run the unpacked binary as a user's machine would: no LD_LIBRARY_PATH, no toolchain
