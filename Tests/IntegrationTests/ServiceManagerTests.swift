@@ -22,8 +22,8 @@ import Testing
             }
             try #require(bound == 0, "bind \(path): \(String(cString: strerror(errno)))")
             try await s.x("xdotool", "key", "shift")
-            let agent = try s.startAgent(["--lock-after", "2s", "--socket", s.socket, "--locker", "env > locker.env; exec sleep 60"],
-                                         environment: ["NOTIFY_SOCKET": path])
+            _ = try s.startAgent(["--lock-after", "2s", "--socket", s.socket, "--locker", "env > locker.env; exec sleep 60"],
+                         environment: ["NOTIFY_SOCKET": path])
             var message = ""
             try await s.waitUntil("the agent's READY=1") {
                 var buffer = [UInt8](repeating: 0, count: 1024)
