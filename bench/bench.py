@@ -799,18 +799,22 @@ def render(res, quick, command, date, elapsed):
     L.append("## Why `xidlelock idle` starts slower than `xprintidle`")
     L.append("")
     L.append(
-        "Nearly all of the difference is before `main`: the dynamic loader and the Swift runtime's own "
-        "start-up. The query itself (connect, `XScreenSaverQueryInfo`, print) costs about 0.2 M instructions "
-        "of the binary's 1.4 M; xprintidle's whole run is 0.84 M (valgrind, 2026-11-22). What was done: no "
-        "Foundation (1.25 ms and 2.4 MB per run, measured), the Swift runtime linked statically, and libstdc++ "
-        "and libgcc linked statically as well (`make release`): loading libstdc++.so and resolving its symbols "
-        "was most of the rest (2.69× before, 1.49× after). What remains is the loader relocating the 7 MB "
-        "binary and mapping libX11 and friends, and the Swift runtime reading /proc/self/maps at start-up "
-        "(about 0.2 M instructions, in every Swift program). A fully static executable measured 0.71×, but it "
-        "gives up PIE (ASLR) and bakes libX11 and libxcb into the binary, so their security updates would no "
-        "longer reach users through apt; for a screen locker that is the wrong trade. Closing the gap needs "
-        "static-PIE support in the Swift toolchain (a static-PIE link builds here but crashes at start-up) or "
-        "a lighter runtime start-up.")
+        "Nearly all of the difference is before `main`, in the kernel and the dynamic loader: the query "
+        "itself (connect, `XScreenSaverQueryInfo`, print) is the same four round trips as xprintidle's. "
+        "Measured as row 4 is (2026-11-24): a C program that prints a line takes 0.96 ms; a Swift program "
+        "that prints a line, linked as `make release` links, 1.55 ms; xprintidle 2.5 ms; `xidlelock idle` "
+        "3.1 ms. The gap is that Swift floor: mapping the statically linked runtime, the copy-on-write page "
+        "faults of its relocated data (a PIE's pointers are fixed up at every start), and libm, which the "
+        "runtime needs. Done so far, each measured with `make bench`: no Foundation (1.25 ms and 2.4 MB a "
+        "run); the Swift runtime, libstdc++ and libgcc linked statically (2.69× → 1.49×); our own argv "
+        "accessor instead of the runtime's scan of /proc/self/maps, DT_RELR relocations (lld "
+        "`-z pack-relative-relocs`) and `--no-export-dynamic` (1.49× → 1.34×); no _StringProcessing "
+        "(binary 14.1 → 11.9 MB), libXi loaded only by the agent, and the functions `idle` runs placed "
+        "together (`bench/startup.order`): page faults per call 271 → 230, xprintidle's 137. Not taken: a "
+        "non-PIE or fully static binary (0.96 M instructions, but no ASLR for the agent, and libX11's "
+        "security updates would no longer reach users through apt); a static libm (glibc's libm.a needs "
+        "libc's internals and does not link into a dynamic program). What is left would need a lighter "
+        "Swift runtime start-up or static-PIE support in the toolchain.")
     L.append("")
     L.append("## How each figure is taken")
     L.append("")
