@@ -17,25 +17,34 @@ let package = Package(
         .executable(name: "xidlelock", targets: ["xidlelock"]),
     ],
     targets: [
+        // Xlib's headers: libX11, libXss, libXi and libXrandr are loaded at run time,
+        // by the agent and `doctor` only (CXlib).
         .systemLibrary(
             name: "CX11",
-            pkgConfig: "x11 xscrnsaver",  // libXi: headers only, loaded at run time
-            providers: [.apt(["libx11-dev", "libxss-dev", "libxi-dev"])]
+            providers: [.apt(["libx11-dev", "libxss-dev", "libxi-dev", "libxrandr-dev"])]
         ),
+        // `xidlelock idle`'s way to the server: libxcb, linked.
+        .systemLibrary(
+            name: "CXCB",
+            pkgConfig: "xcb xcb-screensaver",
+            providers: [.apt(["libxcb1-dev", "libxcb-screensaver0-dev"])]
+        ),
+        // Xlib's functions the agent calls, each forwarding to libX11 or libXss loaded with dlopen.
+        .target(name: "CXlib", dependencies: ["CLinux"]),
         .target(name: "CLinux"),
         // sd-bus, loaded with dlopen: only its headers are needed to build.
         .target(name: "CBus", dependencies: ["CLinux"]),
         // libpulse, loaded with dlopen, its declarations copied: nothing of it is needed to build.
         .target(name: "CPulse", dependencies: ["CLinux"]),
         .target(name: "IdleCore", swiftSettings: lean),
-        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CLinux", "CBus", "CPulse"], swiftSettings: lean),
+        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CXlib", "CXCB", "CLinux", "CBus", "CPulse"], swiftSettings: lean),
         // The Swift runtime's argv accessor without its /proc/self/maps scan (see startup.c).
         .target(name: "CStartup"),
         .executableTarget(
             name: "xidlelock", dependencies: ["Agent", "IdleCore", "CStartup"], swiftSettings: lean,
-            // Links only the libraries the binary uses: pkg-config's xscrnsaver adds
-            // libXext, and the Swift driver adds runtime libraries no code here
-            // touches; each costs start-up time in every `xidlelock idle`.
+            // Links only the libraries the binary uses: the Swift driver adds runtime
+            // libraries no code here touches, and each costs start-up time in every
+            // `xidlelock idle`.
             linkerSettings: [.unsafeFlags(["-Xlinker", "--as-needed"])]
         ),
         // `make bench`: the state machine's throughput over simulated days.
@@ -45,9 +54,11 @@ let package = Package(
         .testTarget(name: "AgentTests", dependencies: ["Agent", "IdleCore"]),
         // A locker the integration tests can unlock: it grabs the keyboard as i3lock
         // does and exits when a file appears.
-        .executableTarget(name: "TestLocker", dependencies: ["CX11"], path: "Tests/TestLocker"),
+        .executableTarget(name: "TestLocker", dependencies: ["CX11"], path: "Tests/TestLocker",
+                         linkerSettings: [.linkedLibrary("X11"), .linkedLibrary("Xss")]),
         // A window with EWMH properties, as a window manager and a player set them.
-        .executableTarget(name: "TestWindow", dependencies: ["CX11"], path: "Tests/TestWindow"),
+        .executableTarget(name: "TestWindow", dependencies: ["CX11"], path: "Tests/TestWindow",
+                         linkerSettings: [.linkedLibrary("X11")]),
         // Depends on the executables so that `swift test` builds the binaries the tests run.
         // Harness/bus.py is the tests' D-Bus client, Harness/player.py their sound player,
         // both run with python3.

@@ -49,7 +49,7 @@ public final class Agent {
         // stopped by a terminal with `stty tostop` when it logs.
         signal(SIGPIPE, SIG_IGN)
         signal(SIGTTOU, SIG_IGN)
-        XServer.installErrorHandlers()
+        try XServer.installErrorHandlers()
         let x = try XServer(needsInput: true)
         let locker = try LockerChoice.choose(given: options.locker)
         let (path, directory) = try SocketPath.resolve(options.socket)
@@ -312,17 +312,6 @@ public final class Agent {
             request.environment.append(EnvironmentVariable("XSS_SLEEP_LOCK_FD", "3"))
         }
         return request
-    }
-}
-
-/// `xidlelock idle`: the server's idle counter, printed like xprintidle.
-public enum IdleQuery {
-    public static func run(_ format: IdleFormat) throws(AgentError) {
-        let x = try XServer(needsInput: false)
-        guard let idle = x.idleTime() else {
-            throw .failed("the X server did not answer the idle-time query")
-        }
-        _ = try? FileIO.writeAll(1, format.render(idle) + "\n")
     }
 }
 

@@ -1,4 +1,5 @@
 import CX11
+import CXlib
 import Glibc
 import IdleCore
 
@@ -21,12 +22,8 @@ final class XServer {
     /// Opens the display named by `$DISPLAY` and checks the extensions the agent needs.
     /// With `needsInput` false (the `idle` command) only MIT-SCREEN-SAVER is required.
     init(needsInput: Bool) throws(AgentError) {
-        guard let display = XOpenDisplay(nil) else {
-            guard let name = getenv("DISPLAY"), name.pointee != 0 else {
-                throw .unavailable("DISPLAY is not set: there is no X display to watch (run xidlelock inside an X session)")
-            }
-            throw .unavailable("cannot open X display '\(String(cString: name))'")
-        }
+        try XServer.loadXlib()
+        guard let display = XOpenDisplay(nil) else { throw XDisplayName.cannotOpen() }
         var eventBase: Int32 = 0
         var errorBase: Int32 = 0
         var saverEventBase: Int32 = 0
@@ -34,7 +31,7 @@ final class XServer {
               let info = XScreenSaverAllocInfo()
         else {
             XCloseDisplay(display)
-            throw .unavailable("the X server has no MIT-SCREEN-SAVER extension: its idle counter cannot be read")
+            throw XDisplayName.noScreenSaverExtension
         }
         var opcode: Int32 = 0
         var major: Int32 = 2
@@ -67,10 +64,20 @@ final class XServer {
 
     var fileDescriptor: Int32 { XConnectionNumber(display) }
 
+    /// Loads libX11 and libXss, which the binary does not link (`xidlelock idle` starts
+    /// faster without them); before any Xlib call.
+    static func loadXlib() throws(AgentError) {
+        var error = [CChar](repeating: 0, count: 256)
+        guard xil_xlib_load(&error, error.count) == 0 else {
+            throw .unavailable("\(String(nulTerminated: error)): install libx11-6 and libxss1")
+        }
+    }
+
     /// Installs handlers so that X protocol errors are logged, not fatal, and a
     /// lost connection ends the agent with a clear message (the locker, in its
-    /// own session, keeps running).
-    static func installErrorHandlers() {
+    /// own session, keeps running). Loads Xlib first.
+    static func installErrorHandlers() throws(AgentError) {
+        try loadXlib()
         XSetErrorHandler { _, event in
             // A followed window that closed before a request about it reached the server.
             if let event, event.pointee.error_code == UInt8(BadWindow) {

@@ -1,0 +1,13 @@
+#ifndef XIDLELOCK_CXLIB_H
+#define XIDLELOCK_CXLIB_H
+#include <stddef.h>
+
+/* libX11 and libXss, loaded at run time by the agent and `doctor`: the binary does
+ * not link them, so `xidlelock idle` (which speaks to the server through libxcb)
+ * starts without mapping and relocating them. This file defines the Xlib functions
+ * the agent calls, each forwarding to the loaded library, so the Swift code calls
+ * Xlib by its own names. 0 once loaded (again: 0 at once), or -1 with the reason
+ * in `error`. Calling an Xlib function before this succeeded is a bug: it aborts. */
+int xil_xlib_load(char *error, size_t size);
+
+#endif

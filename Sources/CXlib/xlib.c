@@ -1,0 +1,108 @@
+/* See cxlib.h. One list of the functions used: the slots, the names looked up and
+ * the forwarding definitions are all made from it, and the X headers check each
+ * signature against the library's own declaration. */
+#include "cxlib.h"
+#include <X11/Xlib.h>
+#include <X11/extensions/scrnsaver.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "clinux.h"
+
+/* F(library, return type, name, parameters, arguments) */
+#define XIL_XLIB_FUNCTIONS(F) \
+    F(X11, Display *, XOpenDisplay, (_Xconst char *name), (name)) \
+    F(X11, int, XCloseDisplay, (Display *d), (d)) \
+    F(X11, int, XConnectionNumber, (Display *d), (d)) \
+    F(X11, int, XDefaultScreen, (Display *d), (d)) \
+    F(X11, Window, XDefaultRootWindow, (Display *d), (d)) \
+    F(X11, int, XDisplayWidth, (Display *d, int screen), (d, screen)) \
+    F(X11, int, XDisplayHeight, (Display *d, int screen), (d, screen)) \
+    F(X11, XErrorHandler, XSetErrorHandler, (XErrorHandler handler), (handler)) \
+    F(X11, XIOErrorHandler, XSetIOErrorHandler, (XIOErrorHandler handler), (handler)) \
+    F(X11, int, XFlush, (Display *d), (d)) \
+    F(X11, int, XSync, (Display *d, Bool discard), (d, discard)) \
+    F(X11, int, XPending, (Display *d), (d)) \
+    F(X11, int, XNextEvent, (Display *d, XEvent *event), (d, event)) \
+    F(X11, int, XFree, (void *data), (data)) \
+    F(X11, Bool, XQueryExtension, (Display *d, _Xconst char *name, int *opcode, int *event, int *error), \
+      (d, name, opcode, event, error)) \
+    F(X11, Atom, XInternAtom, (Display *d, _Xconst char *name, Bool onlyIfExists), (d, name, onlyIfExists)) \
+    F(X11, int, XGetWindowProperty, (Display *d, Window w, Atom property, long offset, long length, Bool delete, \
+      Atom type, Atom *actualType, int *format, unsigned long *count, unsigned long *after, unsigned char **data), \
+      (d, w, property, offset, length, delete, type, actualType, format, count, after, data)) \
+    F(X11, int, XChangeProperty, (Display *d, Window w, Atom property, Atom type, int format, int mode, \
+      _Xconst unsigned char *data, int count), (d, w, property, type, format, mode, data, count)) \
+    F(X11, int, XSelectInput, (Display *d, Window w, long mask), (d, w, mask)) \
+    F(X11, int, XGrabKeyboard, (Display *d, Window w, Bool ownerEvents, int pointerMode, int keyboardMode, Time time), \
+      (d, w, ownerEvents, pointerMode, keyboardMode, time)) \
+    F(X11, int, XUngrabKeyboard, (Display *d, Time time), (d, time)) \
+    F(X11, Bool, XQueryPointer, (Display *d, Window w, Window *root, Window *child, int *rootX, int *rootY, \
+      int *winX, int *winY, unsigned int *mask), (d, w, root, child, rootX, rootY, winX, winY, mask)) \
+    F(X11, int, XGetScreenSaver, (Display *d, int *timeout, int *interval, int *preferBlanking, int *allowExposures), \
+      (d, timeout, interval, preferBlanking, allowExposures)) \
+    F(X11, int, XSetScreenSaver, (Display *d, int timeout, int interval, int preferBlanking, int allowExposures), \
+      (d, timeout, interval, preferBlanking, allowExposures)) \
+    F(Xss, Bool, XScreenSaverQueryExtension, (Display *d, int *event, int *error), (d, event, error)) \
+    F(Xss, XScreenSaverInfo *, XScreenSaverAllocInfo, (void), ()) \
+    F(Xss, Status, XScreenSaverQueryInfo, (Display *d, Drawable drawable, XScreenSaverInfo *info), (d, drawable, info))
+
+/* The one function of the list that returns nothing. */
+#define XIL_XLIB_PROCEDURES(F) \
+    F(Xss, void, XScreenSaverSelectInput, (Display *d, Drawable drawable, unsigned long mask), (d, drawable, mask))
+
+#define XIL_ALL(F) XIL_XLIB_FUNCTIONS(F) XIL_XLIB_PROCEDURES(F)
+
+#define XIL_ONE(lib, ret, name, params, args) +1
+enum { function_count = 0 XIL_ALL(XIL_ONE) };
+
+static struct {
+#define XIL_SLOT(lib, ret, name, params, args) ret (*name) params;
+    XIL_ALL(XIL_SLOT)
+} xlib;
+
+static _Noreturn void used_before_loading(const char *name) {
+    /* No stdio: this may run where stderr is the only thing that still works. */
+    static const char head[] = "xidlelock: internal error: ";
+    static const char tail[] = " called before libX11 was loaded\n";
+    (void)!write(2, head, sizeof head - 1);
+    for (const char *c = name; *c; c++) (void)!write(2, c, 1);
+    (void)!write(2, tail, sizeof tail - 1);
+    abort();
+}
+
+#define XIL_FORWARD(lib, ret, name, params, args) \
+    ret name params { \
+        if (!xlib.name) used_before_loading(#name); \
+        return xlib.name args; \
+    }
+XIL_XLIB_FUNCTIONS(XIL_FORWARD)
+
+#define XIL_FORWARD_PROCEDURE(lib, ret, name, params, args) \
+    ret name params { \
+        if (!xlib.name) used_before_loading(#name); \
+        xlib.name args; \
+    }
+XIL_XLIB_PROCEDURES(XIL_FORWARD_PROCEDURE)
+
+/* Loads one library's share of the list. */
+static int load_part(const char *library, const char *part, char *error, size_t size) {
+    const char *names[function_count];
+    void **slots[function_count];
+    int count = 0;
+#define XIL_ENTRY(lib, ret, name, params, args) \
+    if (__builtin_strcmp(#lib, part) == 0) { \
+        names[count] = #name; \
+        slots[count] = (void **)&xlib.name; \
+        count++; \
+    }
+    XIL_ALL(XIL_ENTRY)
+    return xil_load_library(library, names, slots, count, NULL, error, size);
+}
+
+int xil_xlib_load(char *error, size_t size) {
+    if (xlib.XOpenDisplay && xlib.XScreenSaverQueryInfo) return 0;
+    if (load_part("libX11.so.6", "X11", error, size) != 0) return -1;
+    if (load_part("libXss.so.1", "Xss", error, size) != 0) return -1;
+    return 0;
+}
