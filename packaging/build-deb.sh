@@ -57,9 +57,13 @@ if readelf -V "$stage/usr/bin/xidlelock" | grep -q GLIBC_ABI_DT_RELR; then
     depends=$(echo "$depends" | sed 's/libc6 (>= [^)]*)/libc6 (>= 2.36)/')
     case $depends in *"libc6 (>= 2.36)"*) ;; *) depends="libc6 (>= 2.36), $depends" ;; esac
 fi
-# libXi is loaded at run time (only the agent watches raw input; `xidlelock idle`
-# starts faster without it), so dpkg-shlibdeps cannot see it; the agent needs it.
-case $depends in *libxi6*) ;; *) depends="$depends, libxi6 (>= 2:1.2.99.4)" ;; esac
+# libX11, libXss and libXi are loaded at run time by the agent (`xidlelock idle`
+# speaks through libxcb and starts faster without them), so dpkg-shlibdeps cannot
+# see them; the agent needs them. The versions are what dpkg-shlibdeps would write
+# for the functions used (their symbols files and shlibs).
+for dep in "libx11-6 (>= 2:1.6.0)" "libxss1" "libxi6 (>= 2:1.2.99.4)"; do
+    case $depends in *"${dep%% *}"*) ;; *) depends="$depends, $dep" ;; esac
+done
 
 # Files under /etc are configuration: an upgrade keeps the administrator's changes.
 (cd "$stage" && find etc -type f | sed 's|^|/|') > "$stage/DEBIAN/conffiles"

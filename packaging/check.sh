@@ -177,13 +177,16 @@ for needed in $(readelf -d "$unpacked" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
     pkg=$(owner "$path") || { fail "NEEDED $needed ($path) belongs to no package"; continue; }
     printf '%s\n' "$dep_names" | grep -qx "$pkg" || fail "NEEDED $needed comes from $pkg, which Depends does not name"
 done
-# The agent loads libXi with dlopen (see XServer.swift): Depends must name it all the same.
-path=$(ldconfig -p | awk '$1 == "libXi.so.6" { print $NF; exit }')
-if pkg=$(owner "$path"); then
-    printf '%s\n' "$dep_names" | grep -qx "$pkg" || fail "libXi.so.6 (loaded at run time) comes from $pkg, which Depends does not name"
-else
-    fail "libXi.so.6 (loaded at run time) belongs to no package"
-fi
+# The agent loads libX11, libXss (CXlib) and libXi (XServer.swift) with dlopen:
+# Depends must name them all the same.
+for loaded in libX11.so.6 libXss.so.1 libXi.so.6; do
+    path=$(ldconfig -p | awk -v n="$loaded" '$1 == n { print $NF; exit }')
+    if pkg=$(owner "$path"); then
+        printf '%s\n' "$dep_names" | grep -qx "$pkg" || fail "$loaded (loaded at run time) comes from $pkg, which Depends does not name"
+    else
+        fail "$loaded (loaded at run time) belongs to no package"
+    fi
+done
 printf '%s\n' "$resolved" | grep -q /opt/swift && fail "a library resolves into /opt/swift: $resolved"
 
 # Run the unpacked binary as a user's machine would: no LD_LIBRARY_PATH, no toolchain

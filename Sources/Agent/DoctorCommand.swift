@@ -16,7 +16,13 @@ public enum DoctorCommand {
         var facts = DoctorFacts()
         facts.display = getenv("DISPLAY").map { String(cString: $0) }
         var x: XServer?
-        do {
+        do throws(AgentError) {
+            do throws(AgentError) {
+                try XServer.loadXlib()
+            } catch {
+                facts.displayFix = "install libx11-6 and libxss1: the agent loads them when it starts"
+                throw error
+            }
             x = try XServer(needsInput: true)
             facts.extensions = ["MIT-SCREEN-SAVER", "XInput 2"] + (x!.hasExtension("RANDR") ? ["RandR"] : [])
         } catch {

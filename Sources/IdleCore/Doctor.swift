@@ -20,6 +20,8 @@ public struct DoctorFacts: Sendable {
     public var display: String?
     /// Why the display cannot be watched; nil when it can.
     public var displayProblem: String?
+    /// What to do about it, when it is not the usual (DISPLAY naming no reachable server).
+    public var displayFix: String?
     /// The extensions found, in words (`MIT-SCREEN-SAVER`, `XInput 2.2`, `RandR`).
     public var extensions: [String] = []
     public var socket: String?
@@ -108,7 +110,7 @@ public enum Doctor {
         let display = facts.display ?? "(DISPLAY not set)"
         if let problem = facts.displayProblem {
             findings.append(DoctorFinding("display", .problem, problem,
-                                          fix: "run xidlelock inside your X session, where DISPLAY names the display (e.g. :0)"))
+                                          fix: facts.displayFix ?? "run xidlelock inside your X session, where DISPLAY names the display (e.g. :0)"))
         } else {
             findings.append(DoctorFinding("display", .ok, "\(display): \(facts.extensions.joined(separator: ", "))"))
         }

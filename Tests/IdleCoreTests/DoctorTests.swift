@@ -38,6 +38,7 @@ struct DoctorDiagnosisTests {
         ("locker missing", "locker", "install it, or set another locker"),
         ("keyboard held", "keyboard", "close the menu"),
         ("no display", "display", "inside your X session"),
+        ("no Xlib", "display", "install libx11-6"),
     ])
     func broken(_ what: String, _ check: String, _ fix: String) throws {
         var facts = try Self.healthy()
@@ -48,6 +49,9 @@ struct DoctorDiagnosisTests {
         case "no locker": facts.lockerCommand = nil
         case "locker missing": facts.lockerPath = nil
         case "keyboard held": facts.keyboardGrabbedByOther = true
+        case "no Xlib":
+            facts.displayProblem = "cannot load Xlib (libX11.so.6: cannot open shared object file)"
+            facts.displayFix = "install libx11-6 and libxss1: the agent loads them when it starts"
         default: facts.displayProblem = "cannot open X display ':0'"
         }
         let report = Doctor.diagnose(facts)

@@ -40,6 +40,32 @@ import Testing
         }
     }
 
+    /// The binary links libxcb only; the agent and doctor load libX11 and libXss at run
+    /// time. Hidden in a mount namespace of its own, libX11 is an empty file.
+    @Test("without libX11 the agent and doctor exit naming it, and idle (libxcb alone) still answers",
+          .enabled(if: AudioTests.mountNamespacesWork, "needs `unshare -m` to hide libX11 from the agent"))
+    func withoutLibX11() async throws {
+        try await Sandbox.with { s in
+            let library = "/usr/lib/x86_64-linux-gnu/libX11.so.6"
+            try #require(FileManager.default.fileExists(atPath: library), "libx11-6 is not installed where expected")
+            func withoutIt(_ arguments: [String]) async throws -> CommandResult {
+                try await s.run("unshare", ["-m", "sh", "-c", "mount --bind /dev/null \(library) && exec \"$0\" \"$@\"",
+                                            agentBinary] + arguments)
+            }
+            let agent = try await withoutIt(["--lock-after", "1m", "--locker", "true"])
+            #expect(agent.exit == .exited(69), "\(agent.stderr)")
+            #expect(agent.stderr.hasPrefix("xidlelock: error: ") && agent.stderr.contains("libX11.so.6")
+                    && agent.stderr.contains("install libx11-6"), "\(agent.stderr)")
+            let doctor = try await withoutIt(["doctor"])
+            #expect(doctor.exit != .exited(0), "\(doctor.stdout)")
+            #expect(doctor.stdout.contains("libX11.so.6") && doctor.stdout.contains("what to do: install libx11-6"),
+                    "\(doctor.stdout)")
+            let idle = try await withoutIt(["idle"])
+            #expect(idle.exit == .exited(0) && Int(idle.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) != nil,
+                    "\(idle.exit) \(idle.stdout) \(idle.stderr)")
+        }
+    }
+
     /// Usage errors come before any look at the display (DISPLAY is unset here).
     @Test("usage errors exit 64 with one line naming the flag", arguments: [
         (["--lock-after", "soon"], "--lock-after"),

@@ -55,4 +55,38 @@ import Testing
             #expect(match.flatMap { Int($0.1) }.map { json.low <= $0 && $0 <= json.high } == true, "json: \(json)")
         }
     }
+
+    /// `idle` speaks to the server through libxcb, not Xlib: the same authority file
+    /// must let it in, and a refusal must name the display.
+    @Test("xidlelock idle takes its cookie from XAUTHORITY, as xprintidle does, and a refusal names the display")
+    func authority() async throws {
+        let cookie = (0..<16).map { _ in String(UInt8.random(in: 0...255) | 0x10, radix: 16) }.joined()
+        let directory = FileManager.default.temporaryDirectory.appending(path: "xidlelock-auth-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The server loads every cookie of its file, whatever display an entry names;
+        // clients look for their display's.
+        let serverAuthority = directory.appending(path: "server").path
+        let xauth = try startProcess("xauth", ["-f", serverAuthority, "add", ":0", "MIT-MAGIC-COOKIE-1", cookie],
+                                     environment: ProcessInfo.processInfo.environment, in: directory,
+                                     stdout: directory.appending(path: "xauth.out"), stderr: directory.appending(path: "xauth.out"))
+        #expect(try await xauth.waitForExit("xauth") == .exited(0))
+        try await Sandbox.with(serverArguments: ["-auth", serverAuthority]) { s in
+            let display = try #require(s.display)
+            let clientAuthority = s.path("client.authority")
+            try await s.x("xauth", "-f", clientAuthority, "add", display, ".", cookie)
+            let theirs = try await s.run("xprintidle", [], environment: ["XAUTHORITY": clientAuthority])
+            try #require(theirs.exit == .exited(0), "the server refused xprintidle too: \(theirs.stderr)")
+            let ours = try await s.run(agentBinary, ["idle"], environment: ["XAUTHORITY": clientAuthority])
+            #expect(ours.exit == .exited(0) && Int(ours.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) != nil,
+                    "\(ours.exit) \(ours.stdout) \(ours.stderr)")
+
+            let refused = try await s.run(agentBinary, ["idle"], environment: ["XAUTHORITY": s.path("no-such-file")])
+            #expect(refused.exit == .exited(69), "\(refused.stderr)")
+            // libxcb writes the server's reason first, as Xlib does for xprintidle.
+            #expect(refused.stderr.hasSuffix("\nxidlelock: error: cannot open X display '\(display)'\n"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("Authorization required"), "\(refused.stderr)")
+            #expect(refused.stdout.isEmpty)
+        }
+    }
 }
