@@ -796,25 +796,26 @@ def render(res, quick, command, date, elapsed):
     for name, measured, ok in t:
         L.append(f"| {name} | {measured} | {verdict(ok)} |")
     L.append("")
-    L.append("## Why `xidlelock idle` starts slower than `xprintidle`")
+    L.append("## How `xidlelock idle` came to start as fast as `xprintidle`")
     L.append("")
     L.append(
-        "Nearly all of the difference is before `main`, in the kernel and the dynamic loader: the query "
-        "itself (connect, `XScreenSaverQueryInfo`, print) is the same four round trips as xprintidle's. "
-        "Measured as row 4 is (2026-11-24): a C program that prints a line takes 0.96 ms; a Swift program "
-        "that prints a line, linked as `make release` links, 1.55 ms; xprintidle 2.5 ms; `xidlelock idle` "
-        "3.1 ms. The gap is that Swift floor: mapping the statically linked runtime, the copy-on-write page "
-        "faults of its relocated data (a PIE's pointers are fixed up at every start), and libm, which the "
-        "runtime needs. Done so far, each measured with `make bench`: no Foundation (1.25 ms and 2.4 MB a "
-        "run); the Swift runtime, libstdc++ and libgcc linked statically (2.69× → 1.49×); our own argv "
-        "accessor instead of the runtime's scan of /proc/self/maps, DT_RELR relocations (lld "
-        "`-z pack-relative-relocs`) and `--no-export-dynamic` (1.49× → 1.34×); no _StringProcessing "
-        "(binary 14.1 → 11.9 MB), libXi loaded only by the agent, and the functions `idle` runs placed "
-        "together (`bench/startup.order`): page faults per call 271 → 230, xprintidle's 137. Not taken: a "
-        "non-PIE or fully static binary (0.96 M instructions, but no ASLR for the agent, and libX11's "
-        "security updates would no longer reach users through apt); a static libm (glibc's libm.a needs "
-        "libc's internals and does not link into a dynamic program). What is left would need a lighter "
-        "Swift runtime start-up or static-PIE support in the toolchain.")
+        "A Swift program starts slower than a C one: mapping the statically linked runtime, the "
+        "copy-on-write page faults of its relocated data (a PIE's pointers are fixed up at every start) and "
+        "libm, which the runtime needs (measured 2026-11-24: a C program that prints a line 0.96 ms, a Swift "
+        "one linked as `make release` links 1.55 ms). Steps, each measured with `make bench` (row 4): no "
+        "Foundation (1.25 ms and 2.4 MB a run); the Swift runtime, libstdc++ and libgcc linked statically "
+        "(2.69× → 1.49×); our own argv accessor instead of the runtime's scan of /proc/self/maps, DT_RELR "
+        "relocations (lld `-z pack-relative-relocs`) and `--no-export-dynamic` (1.49× → 1.34×); no "
+        "_StringProcessing (binary 14.1 → 11.9 MB), libXi loaded only by the agent, and the functions `idle` "
+        "runs placed together (`bench/startup.order`): 1.32×. The last step made up the Swift floor: `idle` "
+        "speaks to the server through libxcb (the library under Xlib, which xprintidle also loads), and the "
+        "binary no longer links libX11 and libXss, which the agent and `doctor` load at run time (CXlib). "
+        "Mapping and relocating libX11, libXss and libXext was about 0.45 ms of xprintidle's 1.7 ms (a C "
+        "query through libxcb: 1.2 ms). Now (callgrind, 2026-11-24): `xidlelock idle` runs 0.75 M "
+        "instructions, xprintidle 0.84 M; it still takes about 190 page faults to xprintidle's 110-140, the "
+        "Swift floor, so the two are about even in wall time. Not taken: a non-PIE or fully static binary "
+        "(no ASLR for the agent, and libX11's security updates would no longer reach users through apt); a "
+        "static libm (glibc's libm.a needs libc's internals and does not link into a dynamic program).")
     L.append("")
     L.append("## How each figure is taken")
     L.append("")
