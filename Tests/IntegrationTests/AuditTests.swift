@@ -87,4 +87,24 @@ import Testing
             }
         }
     }
+
+    /// sd_journal_sendv answers 0 where the journal's socket is missing, as if the
+    /// entry were written: the agent must see that and write the line itself.
+    @Test("where no journald listens, each entry is a line on stderr: none is lost",
+          .enabled(if: AudioTests.mountNamespacesWork, "needs `unshare -m` to hide the journal from the agent"))
+    func noJournal() async throws {
+        try await Sandbox.with { s in
+            // The journal's socket hidden from the agent alone, under an empty tmpfs.
+            let hideJournal = "exec unshare -m sh -c '[ ! -d /run/systemd/journal ] || mount -t tmpfs none /run/systemd/journal; "
+                + "exec \"$0\" \"$@\"' \"$0\" \"$@\""
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.locker, "--quiet"],
+                                                         shell: hideJournal)
+            #expect(try await s.client("disable", "--for", "1h").exit == .exited(0))
+            try await agent.waitForLog(containing: "audit disable:")
+            #expect(agent.log.contains("XIDLELOCK_FOR_MS=\"3600000\""), "\(agent.log)")
+            if Self.journalRuns {
+                #expect(try await journalEntries(s, pid: agent.process.processIdentifier, event: "disable").isEmpty)
+            }
+        }
+    }
 }

@@ -88,8 +88,8 @@ extension Sandbox {
     }
 
     /// Starts an agent on this test's socket and waits until it answers.
-    func startControlledAgent(_ arguments: [String]) async throws -> AgentProcess {
-        let agent = try startAgent(arguments + ["--socket", socket])
+    func startControlledAgent(_ arguments: [String], shell: String? = nil) async throws -> AgentProcess {
+        let agent = try startAgent(arguments + ["--socket", socket], shell: shell)
         // Waits on this agent alone: an earlier one of the test may have exited on purpose.
         try await IntegrationTests.waitUntil("the agent's socket to answer", context: { agent.log }) {
             guard agent.process.isRunning else { throw AgentExited(waitingFor: "its socket", exit: Exit(agent.process), log: agent.log) }
