@@ -50,7 +50,7 @@ public final class Agent {
         signal(SIGPIPE, SIG_IGN)
         signal(SIGTTOU, SIG_IGN)
         try XServer.installErrorHandlers()
-        let x = try XServer(needsInput: true)
+        let x = try XServer()
         let locker = try LockerChoice.choose(given: options.locker)
         let (path, directory) = try SocketPath.resolve(options.socket)
         let control = try ControlListener(path: path, directory: directory)

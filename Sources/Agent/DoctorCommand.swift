@@ -23,7 +23,7 @@ public enum DoctorCommand {
                 facts.displayFix = "install libx11-6 and libxss1: the agent loads them when it starts"
                 throw error
             }
-            x = try XServer(needsInput: true)
+            x = try XServer()
             facts.extensions = ["MIT-SCREEN-SAVER", "XInput 2"] + (x!.hasExtension("RANDR") ? ["RandR"] : [])
         } catch {
             facts.displayProblem = error.message

@@ -10,8 +10,8 @@ final class XServer {
     let display: OpaquePointer
     let root: Window
     private let xinputOpcode: Int32
-    /// libXi's two functions the agent calls; nil for the `idle` command.
-    private let xinput: XInput2?
+    /// libXi's two functions the agent calls.
+    private let xinput: XInput2
     private let supportsTouch: Bool
     private let info: UnsafeMutablePointer<XScreenSaverInfo>
     /// The MIT-SCREEN-SAVER extension's first event number (ScreenSaverNotify).
@@ -19,9 +19,9 @@ final class XServer {
     /// Whether raw input is selected now.
     private(set) var listening = false
 
-    /// Opens the display named by `$DISPLAY` and checks the extensions the agent needs.
-    /// With `needsInput` false (the `idle` command) only MIT-SCREEN-SAVER is required.
-    init(needsInput: Bool) throws(AgentError) {
+    /// Opens the display named by `$DISPLAY` and checks the extensions the agent needs
+    /// (`xidlelock idle` does without this type: see IdleQuery).
+    init() throws(AgentError) {
         try XServer.loadXlib()
         guard let display = XOpenDisplay(nil) else { throw XDisplayName.cannotOpen() }
         var eventBase: Int32 = 0
@@ -36,20 +36,18 @@ final class XServer {
         var opcode: Int32 = 0
         var major: Int32 = 2
         var minor: Int32 = 2
-        var xinput: XInput2?
-        if needsInput {
-            do throws(AgentError) {
-                xinput = try XInput2.load()
-            } catch {
-                XCloseDisplay(display)
-                throw error
-            }
-            guard XQueryExtension(display, "XInputExtension", &opcode, &eventBase, &errorBase) != 0,
-                  xinput?.queryVersion(display, &major, &minor) == Success, major >= 2
-            else {
-                XCloseDisplay(display)
-                throw .unavailable("the X server has no XInput 2 extension: raw input cannot be watched")
-            }
+        let xinput: XInput2
+        do throws(AgentError) {
+            xinput = try XInput2.load()
+        } catch {
+            XCloseDisplay(display)
+            throw error
+        }
+        guard XQueryExtension(display, "XInputExtension", &opcode, &eventBase, &errorBase) != 0,
+              xinput.queryVersion(display, &major, &minor) == Success, major >= 2
+        else {
+            XCloseDisplay(display)
+            throw .unavailable("the X server has no XInput 2 extension: raw input cannot be watched")
         }
         self.display = display
         self.xinput = xinput
@@ -109,7 +107,7 @@ final class XServer {
         bits.withUnsafeMutableBufferPointer { buffer in
             var mask = XIEventMask(deviceid: XIAllMasterDevices, mask_len: on ? Int32(buffer.count) : 0,
                                    mask: buffer.baseAddress)
-            _ = xinput?.selectEvents(display, root, &mask, 1)
+            _ = xinput.selectEvents(display, root, &mask, 1)
         }
         XFlush(display)
     }
