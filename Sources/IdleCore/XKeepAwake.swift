@@ -15,12 +15,15 @@ public struct ScreenSaverReading: Equatable, Sendable {
     public var tilOrSince: Millis
     /// The server's saver timeout (0: off).
     public var timeout: Millis
+    /// How long ago the agent set that timeout; nil when it did not.
+    public var sinceTimeoutSet: Millis?
 
-    public init(state: State, idle: Millis, tilOrSince: Millis, timeout: Millis) {
+    public init(state: State, idle: Millis, tilOrSince: Millis, timeout: Millis, sinceTimeoutSet: Millis? = nil) {
         self.state = state
         self.idle = idle
         self.tilOrSince = tilOrSince
         self.timeout = timeout
+        self.sinceTimeoutSet = sinceTimeoutSet
     }
 
     /// A client has suspended the saver (XScreenSaverSuspend: mpv, SDL games, browsers
@@ -28,9 +31,14 @@ public struct ScreenSaverReading: Equatable, Sendable {
     /// its timeout: the state then stays Off with nothing left to wait, where an
     /// unsuspended server says On.
     /// Right at the timeout the server may not have turned its saver on yet, so a
-    /// reading counts only a second past it.
+    /// reading counts only a second past it. And the server's saver timer restarts
+    /// when the timeout is set: lowered below the idle time already there, the saver
+    /// stays Off with nothing left to wait until a whole new timeout has passed. Taken
+    /// for a suspension, that held the first lock off by up to a lock time.
     public var suspendedByClient: Bool {
-        state == .off && timeout > .zero && idle >= timeout + ScreenSaverReading.activationGrace && tilOrSince == .zero
+        guard state == .off, timeout > .zero, tilOrSince == .zero else { return false }
+        let timerRan = Swift.min(idle, sinceTimeoutSet ?? idle)
+        return timerRan >= timeout + ScreenSaverReading.activationGrace
     }
 
     /// How long past its timeout the server surely has turned its saver on.

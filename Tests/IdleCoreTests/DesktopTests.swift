@@ -118,6 +118,19 @@ struct XKeepAwakeTests {
         #expect(x.update(reading(.off, idle: 5, til: 599_995)) == [])
     }
 
+    @Test("after the agent sets the timeout, Off with nothing left to wait is no suspension until the server's timer has run it")
+    func timeoutJustSet() {
+        func read(idle: Int64, since: Int64) -> ScreenSaverReading {
+            ScreenSaverReading(state: .off, idle: .ms(idle), tilOrSince: .zero, timeout: .seconds(4), sinceTimeoutSet: .ms(since))
+        }
+        var x = XKeepAwake(atStart: reading(.off, idle: 3000, til: 597_000))
+        #expect(x.update(read(idle: 6000, since: 3000)) == [], "idle past the timeout, but the timer restarted 3 s ago")
+        #expect(x.update(read(idle: 7999, since: 4999)) == [])
+        #expect(x.update(read(idle: 8000, since: 5000)) == [.began(.suspended)], "the timer ran 4 s and a second more: a client holds it")
+        #expect(x.update(read(idle: 4999, since: 600_000)) == [.ended(.suspended)], "set long ago: the idle time tells, as before")
+        #expect(x.update(read(idle: 5000, since: 600_000)) == [.began(.suspended)])
+    }
+
     @Test("the saver timeout is lowered to 2 s before the lock time, only when it is longer; never when off")
     func timeoutToSet() {
         #expect(XKeepAwake.timeoutToSet(server: .minutes(10), lockAfter: .minutes(5)) == .seconds(298))

@@ -69,6 +69,25 @@ import Testing
         }
     }
 
+    /// The server's saver timer restarts when its timeout is set: an agent that lowers
+    /// the timeout below the idle time already there reads Off with nothing left to
+    /// wait until a whole new timeout has passed. That is no client's suspension, and
+    /// the first lock must not wait for it (it did: 3 s late here, up to a lock time
+    /// late for an agent restarted while the user was away).
+    @Test("started while already idle past the timeout it lowers, the agent takes no hold: the lock comes on time")
+    func idleAtStartPastTheLoweredTimeout() async throws {
+        try await Sandbox.with { s in
+            try await s.x("xset", "s", "600")
+            try await s.x("xdotool", "key", "shift")
+            try await s.waitUntil("the server idle to pass 3 s", every: .milliseconds(100)) { try await s.serverIdle() >= 3000 }
+            // Lowered to 4 s, below the 3 s and more of idle time by the lock time.
+            let agent = try s.startAgent(["--lock-after", "6s", "--locker", Script.locker])
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            await expectLockOnTime(idleAtLock: idle, lockAfter: 6000)
+            #expect(!agent.log.contains("inhibited by the X server"), "\(agent.log)")
+        }
+    }
+
     @Test("xset s activate locks now")
     func activateLocks() async throws {
         try await Sandbox.with { s in

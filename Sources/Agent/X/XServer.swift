@@ -177,11 +177,14 @@ final class XServer {
             knownSaverTimeout = saverSettings().timeout
         }
         return ScreenSaverReading(state: state, idle: Millis(Int64(clamping: info.pointee.idle)),
-                                  tilOrSince: tilOrSince, timeout: knownSaverTimeout ?? .zero)
+                                  tilOrSince: tilOrSince, timeout: knownSaverTimeout ?? .zero,
+                                  sinceTimeoutSet: saverTimeoutSetAt.map { SystemClock.now().monotonic - $0 })
     }
 
     /// The server's saver timeout as last read (see `saverReading`).
     private var knownSaverTimeout: Millis?
+    /// When the agent last set the saver timeout (the server's saver timer restarts then).
+    private var saverTimeoutSetAt: MonotonicInstant?
 
     /// The server's saver settings (XGetScreenSaver); the timeout in ms.
     func saverSettings() -> (timeout: Millis, interval: Int32, preferBlanking: Int32, allowExposures: Int32) {
@@ -201,6 +204,7 @@ final class XServer {
         let current = saverSettings()
         XSetScreenSaver(display, Int32(clamping: timeout.value / 1000), current.interval, current.preferBlanking, current.allowExposures)
         XSync(display, 0)
+        saverTimeoutSetAt = SystemClock.now().monotonic
     }
 
     /// Asks for ScreenSaverNotify events: the server's saver turning on (`xset s activate`).
