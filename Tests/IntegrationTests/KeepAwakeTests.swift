@@ -88,6 +88,30 @@ import Testing
         }
     }
 
+    /// xdg-screensaver's resume sets the timeout back after its `xset s off`: the
+    /// server's saver timer restarts then too, and the idle time is already past it.
+    @Test("the timeout set again while idle past it (xdg-screensaver's resume) ends the hold and takes none: the due lock comes at the next look")
+    func timeoutSetAgainWhileIdle() async throws {
+        try await Sandbox.with { s in
+            try await s.x("xset", "s", "600")
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "6s", "--locker", "echo $$ >> lockers.pids; exec sleep 60"])
+            try await agent.waitForLog(containing: "set the X screensaver timeout to 4s")
+            try await s.x("xset", "s", "off")
+            try await agent.waitForLog(containing: "inhibited by the X server")
+            try await s.waitUntil("the server idle to pass 7 s", every: .milliseconds(200)) { try await s.serverIdle() >= 7000 }
+            #expect(!s.exists("lockers.pids"), "locked while the saver was off\n\(agent.log)")
+            try await s.x("xset", "s", "4")
+            let resumed = ContinuousClock.now
+            _ = try await s.waitForLines("lockers.pids")
+            // The end of `xset s off` is not announced: the agent looks again every
+            // half lock time (3 s) while it holds.
+            let after = (ContinuousClock.now - resumed).milliseconds
+            #expect(after <= 3000 + latestLock, "locked \(after) ms after the timeout was set again\n\(agent.log)")
+            #expect(!agent.log.contains("an X client suspended the screensaver"), "\(agent.log)")
+        }
+    }
+
     @Test("xset s activate locks now")
     func activateLocks() async throws {
         try await Sandbox.with { s in

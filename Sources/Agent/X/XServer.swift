@@ -172,18 +172,26 @@ final class XServer {
         let tilOrSince = Millis(Int64(clamping: info.pointee.til_or_since))
         // The timeout takes a round trip of its own: asked for only when the reading
         // could mean a client's suspension (Off, nothing left to wait) or an activation
-        // (On); otherwise the last one known serves.
-        if state == .on || (state == .off && tilOrSince == .zero) || knownSaverTimeout == nil {
+        // (On); Disabled is a timeout of 0; otherwise the last one known serves.
+        let previousTimeout = knownSaverTimeout
+        if state == .disabled {
+            knownSaverTimeout = .zero
+        } else if state == .on || (state == .off && tilOrSince == .zero) || knownSaverTimeout == nil {
             knownSaverTimeout = saverSettings().timeout
         }
+        let now = SystemClock.now().monotonic
+        // Another client set the timeout (xdg-screensaver's resume after its `xset s
+        // off`): the server's saver timer restarted then, at the latest now.
+        if let previousTimeout, knownSaverTimeout != previousTimeout { saverTimeoutSetAt = now }
         return ScreenSaverReading(state: state, idle: Millis(Int64(clamping: info.pointee.idle)),
                                   tilOrSince: tilOrSince, timeout: knownSaverTimeout ?? .zero,
-                                  sinceTimeoutSet: saverTimeoutSetAt.map { SystemClock.now().monotonic - $0 })
+                                  sinceTimeoutSet: saverTimeoutSetAt.map { now - $0 })
     }
 
     /// The server's saver timeout as last read (see `saverReading`).
     private var knownSaverTimeout: Millis?
-    /// When the agent last set the saver timeout (the server's saver timer restarts then).
+    /// When the saver timeout was last set, by the agent or (seen at the latest) by
+    /// another client: the server's saver timer restarts then.
     private var saverTimeoutSetAt: MonotonicInstant?
 
     /// The server's saver settings (XGetScreenSaver); the timeout in ms.
