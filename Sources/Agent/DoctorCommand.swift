@@ -27,6 +27,7 @@ public enum DoctorCommand {
             facts.extensions = ["MIT-SCREEN-SAVER", "XInput 2"] + (x!.hasExtension("RANDR") ? ["RandR"] : [])
         } catch {
             facts.displayProblem = error.message
+            facts.displayFix = facts.displayFix ?? XDisplayName.fix(for: error)
         }
         facts.socket = try? SocketPath.resolve(options.socket).path
         do {

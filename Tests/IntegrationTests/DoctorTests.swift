@@ -25,6 +25,17 @@ extension Sandbox {
         }
     }
 
+    @Test("an X server without MIT-SCREEN-SAVER: the display is the problem, and what to do names the extensions; exit 1")
+    func missingExtension() async throws {
+        try await Sandbox.with(serverArguments: ["-extension", "MIT-SCREEN-SAVER"]) { s in
+            let result = try await s.doctor()
+            #expect(result.exit == .exited(1))
+            #expect(result.stdout.contains("PROBLEM  display: the X server has no MIT-SCREEN-SAVER extension"), "\(result.stdout)")
+            #expect(result.stdout.contains("what to do: use an X server with the MIT-SCREEN-SAVER and XInput 2 extensions"),
+                    "\(result.stdout)")
+        }
+    }
+
     @Test("no agent: a problem that says how to start one; exit 1")
     func noAgent() async throws {
         try await Sandbox.with { s in

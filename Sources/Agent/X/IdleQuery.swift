@@ -49,4 +49,12 @@ enum XDisplayName {
 
     static let noScreenSaverExtension = AgentError.unavailable(
         "the X server has no MIT-SCREEN-SAVER extension: its idle counter cannot be read")
+
+    static let noXInput2 = AgentError.unavailable("the X server has no XInput 2 extension: raw input cannot be watched")
+
+    /// What to do about an extension the server lacks (`doctor`); nil for other errors.
+    static func fix(for error: AgentError) -> String? {
+        guard error == noScreenSaverExtension || error == noXInput2 else { return nil }
+        return "use an X server with the MIT-SCREEN-SAVER and XInput 2 extensions (Xorg and Xvfb have both)"
+    }
 }

@@ -47,7 +47,7 @@ final class XServer {
               xinput.queryVersion(display, &major, &minor) == Success, major >= 2
         else {
             XCloseDisplay(display)
-            throw .unavailable("the X server has no XInput 2 extension: raw input cannot be watched")
+            throw XDisplayName.noXInput2
         }
         self.display = display
         self.xinput = xinput
