@@ -17,17 +17,11 @@ public enum DoctorCommand {
         facts.display = getenv("DISPLAY").map { String(cString: $0) }
         var x: XServer?
         do throws(AgentError) {
-            do throws(AgentError) {
-                try XServer.loadXlib()
-            } catch {
-                facts.displayFix = "install libx11-6 and libxss1: the agent loads them when it starts"
-                throw error
-            }
             x = try XServer()
             facts.extensions = ["MIT-SCREEN-SAVER", "XInput 2"] + (x!.hasExtension("RANDR") ? ["RandR"] : [])
         } catch {
             facts.displayProblem = error.message
-            facts.displayFix = facts.displayFix ?? XDisplayName.fix(for: error)
+            facts.displayFix = XDisplayName.fix(for: error)
         }
         facts.socket = try? SocketPath.resolve(options.socket).path
         do {

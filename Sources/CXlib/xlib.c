@@ -4,7 +4,6 @@
 #include "cxlib.h"
 #include <X11/Xlib.h>
 #include <X11/extensions/scrnsaver.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "clinux.h"

@@ -52,9 +52,22 @@ enum XDisplayName {
 
     static let noXInput2 = AgentError.unavailable("the X server has no XInput 2 extension: raw input cannot be watched")
 
-    /// What to do about an extension the server lacks (`doctor`); nil for other errors.
+    private static let xlibMissingPrefix = "cannot load Xlib"
+
+    /// libX11 or libXss cannot be loaded (the binary does not link them).
+    static func xlibMissing(_ reason: String) -> AgentError {
+        .unavailable("\(xlibMissingPrefix) (\(reason)): install libx11-6 and libxss1")
+    }
+
+    /// What to do about one of these errors (`doctor`), when it is not the usual
+    /// advice (DISPLAY naming no reachable server); nil for the others.
     static func fix(for error: AgentError) -> String? {
-        guard error == noScreenSaverExtension || error == noXInput2 else { return nil }
-        return "use an X server with the MIT-SCREEN-SAVER and XInput 2 extensions (Xorg and Xvfb have both)"
+        if error == noScreenSaverExtension || error == noXInput2 {
+            return "use an X server with the MIT-SCREEN-SAVER and XInput 2 extensions (Xorg and Xvfb have both)"
+        }
+        if error.message.hasPrefix(xlibMissingPrefix) {
+            return "install libx11-6 and libxss1: the agent loads them when it starts"
+        }
+        return nil
     }
 }

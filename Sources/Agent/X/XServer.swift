@@ -67,7 +67,7 @@ final class XServer {
     static func loadXlib() throws(AgentError) {
         var error = [CChar](repeating: 0, count: 256)
         guard xil_xlib_load(&error, error.count) == 0 else {
-            throw .unavailable("cannot load Xlib (\(String(nulTerminated: error))): install libx11-6 and libxss1")
+            throw XDisplayName.xlibMissing(String(nulTerminated: error))
         }
     }
 
