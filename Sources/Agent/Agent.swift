@@ -12,8 +12,6 @@ public final class Agent {
     let x: XServer
     let control: ControlListener
     let children: ChildProcesses
-    let secure: Bool
-    private var nextInhibitorID = 1
     /// The desktop's buses (logind, org.freedesktop.ScreenSaver), when reachable.
     var desktop: DesktopServices?
     /// The locker knows logind's sleep delay protocol (XSS_SLEEP_LOCK_FD).
@@ -21,7 +19,6 @@ public final class Agent {
     /// The X server's keep-awake signals, followed at every wake-up; nil when only
     /// real input counts (--ignore-screensaver-reset).
     var keepAwake: XKeepAwake?
-    private var xHolds: [XKeepAwake.Hold: Int] = [:]
     /// The server's saver timeout before the agent changed it, restored at exit.
     var saverTimeoutToRestore: Millis?
     private let adopted: (pid: pid_t, pidfd: Int32)?
@@ -29,9 +26,8 @@ public final class Agent {
     /// root window's).
     var cornerSize: Int32 = 10
     var monitors: Monitors?
-    /// `--not-when-fullscreen`, and the hold of the fullscreen window.
+    /// `--not-when-fullscreen`.
     var fullscreenWatch: FullscreenWatch?
-    private var fullscreenHold: Int?
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         Log.threshold = options.verbosity.threshold
@@ -57,24 +53,38 @@ public final class Agent {
         // Opened before anything else can use up descriptors: the record of a
         // running locker must never fail to be written.
         let record = try LockerRecord(path: path + ".locker", serverToken: x.serverToken())
-        let agent = try Agent(config: options.config(locker: locker), x: x, control: control,
-                              record: record, secure: options.secure)
+        var config = options.config(locker: locker)
+        config.userID = getuid()
+        // The sources the first stage waits for, each until it has said what it holds
+        // (an agent restarted during a film must hear the film's hold first).
+        var awaiting: Set<InhibitorSource> = []
+        for source in InhibitorSource.allCases where config.refusal(for: source) == nil {
+            switch source {
+            case .x: if !options.ignoreScreensaverReset { awaiting.insert(.x) }
+            case .fullscreen: if options.notWhenFullscreen { awaiting.insert(.fullscreen) }
+            case .audio: if options.notWhenAudio { awaiting.insert(.audio) }
+            case .dbus: if options.screenSaverService { awaiting.insert(.dbus) }
+            case .logind: if options.logind { awaiting.insert(.logind) }
+            case .socket, .corner: break
+            }
+        }
+        let agent = try Agent(config: config, x: x, control: control, record: record, awaiting: awaiting)
+        // Followed under --secure too (the gate refuses its holds): `xset s activate` locks.
         if !options.ignoreScreensaverReset { agent.followKeepAwakeSignals(lockAfter: options.lockAfter) }
         // Early, before any browser starts: Firefox picks its inhibit backend once.
         let desktop = DesktopServices(agent: agent, settings: DesktopServices.Settings(
             serveScreenSaver: options.screenSaverService, useLogind: options.logind,
-            lockBeforeSleep: options.lockBeforeSleep,
-            logindInhibitors: LogindInhibitorPolicy(rawValue: options.logindInhibitors) ?? .own))
+            lockBeforeSleep: options.lockBeforeSleep))
         agent.desktop = desktop
         for refused in options.refusedBySecure {
             Log.write(.warning, "\(refused): not followed, the agent runs with --secure (nothing may hold the lock off)")
         }
         if let corners = agent.machine.config.corners { agent.setUpCorners(corners, size: options.cornerSize) }
-        if options.notWhenFullscreen && !options.secure { agent.followFullscreen() }
+        if awaiting.contains(.fullscreen) { agent.followFullscreen() }
         agent.transferSleepLock = options.transferSleepLock
             || ShellCommand.firstWord(of: locker).map { $0.hasSuffix("xsecurelock") } == true
-        desktop.start()
-        if options.notWhenAudio && !options.secure { AudioWatch.start(for: agent) }
+        desktop.start(awaiting: awaiting)
+        if awaiting.contains(.audio) { AudioWatch.start(for: agent) }
         // Under systemd (Type=notify): ready once the X connection, the socket and every
         // source are up, so that units ordered after this one find the agent answering.
         let lockAfter = options.lockAfter
@@ -83,14 +93,16 @@ public final class Agent {
         agent.loop.run()
     }
 
-    init(config: AgentConfig, x: XServer, control: ControlListener, record: LockerRecord, secure: Bool) throws(AgentError) {
+    init(config: AgentConfig, x: XServer, control: ControlListener, record: LockerRecord,
+         awaiting: Set<InhibitorSource>) throws(AgentError) {
         self.x = x
         self.control = control
-        self.secure = secure
         loop = EventLoop()
         children = ChildProcesses()
         children.lockerRecord = record
-        machine = IdleMachine(config: config, now: SystemClock.now())
+        // Inhibitor ids are D-Bus cookies: drawn from a random seed (getrandom), so not guessable.
+        var random = SystemRandomNumberGenerator()
+        machine = IdleMachine(config: config, now: SystemClock.now(), seed: random.next())
         // Before anything can fire: a locker left by an earlier agent still runs.
         adopted = record.adopt()
         do {
@@ -105,7 +117,7 @@ public final class Agent {
             perform(.lockerFact(.keyboardGrabbed(x.keyboardGrabbedByOther())))
         }
         x.listen(true)
-        perform(.start(serverIdle: x.idleTime() ?? .zero))
+        perform(.start(serverIdle: x.idleTime() ?? .zero, awaiting: awaiting))
     }
 
     /// Every source of the agent, in the order they prepare before each wait.
@@ -119,7 +131,7 @@ public final class Agent {
         // lock exact: the counter tells when the hold ended.
         let lockAfter = machine.config.lockStage?.idleTime ?? .minutes(10)
         let period = Swift.min(Swift.max(Millis(lockAfter.value / 2), .ms(100)), .seconds(30))
-        loop.add(PeriodicCheck(every: period, while: { [unowned self] in !xHolds.isEmpty }) { [unowned self] in wake() })
+        loop.add(PeriodicCheck(every: period, while: { [unowned self] in keepAwake?.holds.isEmpty == false }) { [unowned self] in wake() })
         var signals = [SIGTERM, SIGCHLD]
         for stop in [SIGINT, SIGHUP] where !SignalSource.isIgnored(stop) { signals.append(stop) }
         loop.add(try SignalSource(signals) { [unowned self] signal in received(signal) })
@@ -151,15 +163,18 @@ public final class Agent {
         let before = SystemClock.now()
         let reading = x.saverReading()
         let after = SystemClock.now()
-        let changes = reading.map { keepAwakeChanges($0) } ?? []
-        // A hold that begins goes in before the wake (the stage it holds must not fire
-        // now); one that ends, after it, once the wake has seen the counter the end
-        // reset (the video's end is activity: the lock comes a lock time later).
-        for case .began(let hold) in changes { holdBegan(hold) }
-        perform(.wake(serverIdle: reading.map { $0.idle + (after.monotonic - before.monotonic) }))
-        for case .ended(let hold) in changes {
-            if let id = xHolds.removeValue(forKey: hold) { perform(.uninhibit(id: id)) }
+        // The keep-awake holds of the same reading go in with it: the machine sees the
+        // counter's reset at a hold's end before the end (the video's end is activity:
+        // the lock comes a lock time later).
+        var holds: HoldReport?
+        if let reading, var keepAwake {
+            _ = keepAwake.update(reading)
+            self.keepAwake = keepAwake
+            holds = HoldReport(HoldOwner(.x), XKeepAwake.Hold.allCases.filter(keepAwake.holds.contains).map {
+                HoldClaim(key: "\($0)", who: "the X server", why: $0.rawValue)
+            })
         }
+        perform(.wake(serverIdle: reading.map { $0.idle + (after.monotonic - before.monotonic) }, holds: holds))
     }
 
     /// Starts following the X server's keep-awake signals. So that a client's
@@ -172,12 +187,16 @@ public final class Agent {
             saverTimeoutToRestore = settings.timeout
             Log.write(.info, "set the X screensaver timeout to \(lowered) (it was \(settings.timeout)) while the agent runs, so that a video player's XScreenSaverSuspend shows by the lock time; restored at exit")
         }
-        guard let reading = x.saverReading() else { return }
+        guard let reading = x.saverReading() else {
+            perform(.sourceReady(.x))
+            return
+        }
         keepAwake = XKeepAwake(atStart: reading)
         if keepAwake?.offAtStart == true {
             Log.write(.info, "the X screensaver is off (xset s off) since before the agent started: that is your setting, not a hold; a client's XScreenSaverSuspend cannot be seen")
         }
         x.watchSaver()
+        wake()
     }
 
     func setUpCorners(_ corners: CornerSettings, size: Int32) {
@@ -200,41 +219,17 @@ public final class Agent {
     }
 
     func followFullscreen() {
-        let watch = FullscreenWatch(x) { [unowned self] window in
-            wake()
-            if let id = fullscreenHold {
-                fullscreenHold = nil
-                perform(.uninhibit(id: id))
-            }
-            if let window { fullscreenHold = inhibit(source: .fullscreen, who: window.who, why: "fullscreen") }
-        }
+        let watch = FullscreenWatch(x) { [unowned self] window in reportFullscreen(window) }
         fullscreenWatch = watch
         watch.start()
+        // Said even when nothing is fullscreen: the first stage waits for this answer.
+        reportFullscreen(watch.fullscreen)
     }
 
-    /// What a reading changes in the X keep-awake holds.
-    private func keepAwakeChanges(_ reading: ScreenSaverReading) -> [XKeepAwake.Change] {
-        guard var keepAwake else { return [] }
-        let changes = keepAwake.update(reading)
-        self.keepAwake = keepAwake
-        return changes
-    }
-
-    private func holdBegan(_ hold: XKeepAwake.Hold) {
-        if let refusal = machine.config.refusal(for: .x) {
-            Log.write(.warning, "not honoured (\(refusal)): \(hold.rawValue)")
-            return
-        }
-        xHolds[hold] = inhibit(source: .x, who: "the X server", why: hold.rawValue)
-    }
-
-    /// Holds the stages off for an inhibitor of any source; returns its id (unique
-    /// over the agent's life: also a ScreenSaver cookie).
-    func inhibit(source: InhibitorSource, who: String, why: String, until: BoottimeInstant? = nil) -> Int {
-        let id = nextInhibitorID
-        nextInhibitorID += 1
-        perform(.inhibit(Inhibitor(id: id, who: who, why: why, until: until, source: source)))
-        return id
+    private func reportFullscreen(_ window: FullscreenWatch.Window?) {
+        request(.holdsNow(HoldReport(HoldOwner(.fullscreen), window.map {
+            [HoldClaim(key: String($0.id), who: $0.who, why: "fullscreen")]
+        } ?? [])))
     }
 
     /// The server's own saver turned on: `xset s activate` asks for a lock now.
@@ -267,8 +262,10 @@ public final class Agent {
 
     /// Feeds one event to the machine and carries out its actions; what an action
     /// reports back (a command that cannot start, the grab probe's answer) is fed
-    /// in next.
-    func perform(_ event: Event) {
+    /// in next. Returns the machine's answer to a client's request, if any.
+    @discardableResult
+    func perform(_ event: Event) -> Answer? {
+        var answer: Answer?
         var queue = [event]
         while !queue.isEmpty {
             let next = queue.removeFirst()
@@ -293,9 +290,21 @@ public final class Agent {
                     queue.append(.pointerRests(pointerRest()))
                 case .releaseSleepDelay, .setLockedHint, .setIdleHint:
                     desktop?.carryOut(action)
+                case .answer(let given):
+                    answer = answer ?? given
                 }
             }
         }
+        return answer
+    }
+
+    /// A client's request or a source's report: the idle time is brought up to date
+    /// first (listening may be paused, and the end of a hold must not fire a stage
+    /// that input already put off).
+    @discardableResult
+    func request(_ event: Event) -> Answer? {
+        wake()
+        return perform(event)
     }
 
     /// How each role's command is started.
@@ -316,20 +325,6 @@ public final class Agent {
 }
 
 extension Agent: DesktopAgent {
-    func addInhibitor(source: InhibitorSource, who: String, why: String) -> Int {
-        if let refusal = machine.config.refusal(for: source) {
-            Log.write(.warning, "refused an inhibitor from \(who) (\(source.rawValue)): \(refusal)")
-            return 0
-        }
-        wake()
-        return inhibit(source: source, who: who, why: why)
-    }
-
-    func removeInhibitor(id: Int) {
-        wake()
-        perform(.uninhibit(id: id))
-    }
-
     var screenCovered: Bool { machine.supervisor.covers }
 
     var lockedFor: Millis? {
@@ -338,6 +333,8 @@ extension Agent: DesktopAgent {
     }
 
     var idleTime: Millis { machine.idle(at: SystemClock.now()) }
+
+    var hints: (locked: Bool, idle: Bool) { (machine.lockedHint, machine.idleHint) }
 
     func addSource(_ source: EventSource) { loop.add(source) }
 }

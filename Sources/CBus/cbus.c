@@ -19,13 +19,14 @@
     X(sd_bus_get_events) X(sd_bus_get_timeout) X(sd_bus_process) X(sd_bus_get_unique_name) \
     X(sd_bus_set_method_call_timeout) X(sd_bus_add_object_vtable) X(sd_bus_request_name) \
     X(sd_bus_emit_signal) X(sd_bus_reply_method_return) X(sd_bus_reply_method_errorf) \
-    X(sd_bus_message_read) X(sd_bus_message_get_sender) X(sd_bus_query_sender_creds) \
+    X(sd_bus_message_read) X(sd_bus_message_get_sender) \
     X(sd_bus_creds_get_pid) X(sd_bus_creds_unref) X(sd_bus_track_new) X(sd_bus_track_add_name) \
     X(sd_bus_track_unref) X(sd_bus_call_method) X(sd_bus_call_method_async) X(sd_bus_message_unref) \
     X(sd_bus_error_free) X(sd_bus_match_signal) X(sd_bus_message_enter_container) \
     X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_get_property_trivial) \
-    X(sd_bus_get_property_string) X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
-    X(sd_bus_get_name_creds) X(sd_bus_message_get_bus)
+    X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
+    X(sd_bus_get_name_creds) X(sd_bus_message_get_bus) X(sd_bus_add_match) X(sd_bus_slot_unref) \
+    X(sd_bus_message_ref)
 
 #define XIL_DECLARE(name) static __typeof__(name) *p_##name;
 XIL_BUS_FUNCTIONS(XIL_DECLARE)
@@ -99,93 +100,151 @@ uint64_t xil_bus_timeout(sd_bus *bus) {
     return usec;
 }
 
-int xil_bus_process(sd_bus *bus) {
-    for (;;) {
+int xil_bus_process(sd_bus *bus, int budget) {
+    for (int i = 0; i < budget; i++) {
         int r = p_sd_bus_process(bus, NULL);
-        if (r < 0) return r;
-        if (r == 0) return 0;
+        if (r <= 0) return r;
     }
+    return 1;
 }
 
 
 /* MARK: org.freedesktop.ScreenSaver */
 
-/* A watch on an inhibitor's caller: when it leaves the bus, the inhibitor ends. */
-struct watch {
-    uint32_t cookie;
+/* A client of the service, by its unique name. Its pid is asked of the bus once,
+ * without waiting (a round trip inside a handler would let a flood pile up in
+ * sd-bus's queue): Inhibit calls that come before the answer wait for it, a few
+ * per client. When it leaves the bus its holds end. This is no hold bookkeeping:
+ * which holds it has, and whether it may have more, the agent's core decides. */
+#define CALLERS_MAX 512
+#define CALLER_WAITING_MAX 8
+struct caller {
+    char *name;
+    uint32_t pid;
+    int pid_known;
+    sd_bus_slot *lookup;
     sd_bus_track *track;
+    sd_bus_message *waiting[CALLER_WAITING_MAX];
+    int waiting_count;
     const struct xil_desktop_callbacks *cb;
-    struct watch *next;
+    struct caller *next;
 };
-static struct watch *watches;
+static struct caller *callers;
+static int caller_count;
 
-static struct watch *unlink_watch(uint32_t cookie) {
-    for (struct watch **w = &watches; *w; w = &(*w)->next) {
-        if ((*w)->cookie == cookie) {
-            struct watch *found = *w;
-            *w = found->next;
-            return found;
+static void caller_free(struct caller *c) {
+    for (struct caller **p = &callers; *p; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            caller_count--;
+            break;
         }
     }
-    return NULL;
+    if (c->lookup) p_sd_bus_slot_unref(c->lookup);
+    if (c->track) p_sd_bus_track_unref(c->track);
+    for (int i = 0; i < c->waiting_count; i++) p_sd_bus_message_unref(c->waiting[i]);
+    free(c->name);
+    free(c);
+}
+
+/* The caller left the bus: its holds end. */
+static void caller_gone(struct caller *c) {
+    const struct xil_desktop_callbacks *cb = c->cb;
+    char *name = strdup(c->name);
+    caller_free(c);
+    if (name) cb->caller_gone(cb->context, name);
+    free(name);
 }
 
 static int caller_left(sd_bus_track *track, void *userdata) {
     (void)track;
-    struct watch *w = userdata;
-    uint32_t cookie = w->cookie;
-    const struct xil_desktop_callbacks *cb = w->cb;
-    if (unlink_watch(cookie)) {
-        p_sd_bus_track_unref(w->track);
-        free(w);
-    }
-    cb->caller_gone(cb->context, cookie);
+    caller_gone(userdata);
     return 0;
 }
 
-void xil_screensaver_forget(uint32_t cookie) {
-    struct watch *w = unlink_watch(cookie);
-    if (!w) return;
-    p_sd_bus_track_unref(w->track);
-    free(w);
+void xil_screensaver_forget_callers(void) {
+    while (callers) caller_free(callers);
 }
 
-static uint32_t sender_pid(sd_bus_message *m) {
-    sd_bus_creds *creds = NULL;
-    pid_t pid = 0;
-    if (p_sd_bus_query_sender_creds(m, SD_BUS_CREDS_PID, &creds) >= 0) {
-        p_sd_bus_creds_get_pid(creds, &pid);
-        p_sd_bus_creds_unref(creds);
+static struct caller *caller_find(const char *name) {
+    for (struct caller *c = callers; c; c = c->next)
+        if (strcmp(c->name, name) == 0) return c;
+    return NULL;
+}
+
+static int finish_inhibit(struct caller *c, sd_bus_message *m) {
+    const struct xil_desktop_callbacks *cb = c->cb;
+    const char *app = "", *reason = "";
+    int r = p_sd_bus_message_read(m, "ss", &app, &reason);
+    if (r < 0) return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.InvalidArgs", "Inhibit takes (ss)");
+    char refusal[256] = "";
+    uint32_t cookie = cb->inhibit(cb->context, app, reason, c->name, c->pid_known ? c->pid : 0, refusal, sizeof refusal);
+    if (cookie == 0)
+        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.AccessDenied", "refused: %s", refusal);
+    return p_sd_bus_reply_method_return(m, "u", cookie);
+}
+
+/* The bus told the caller's pid (or that it is gone already): the calls waiting go on. */
+static int pid_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error;
+    struct caller *c = userdata;
+    c->lookup = p_sd_bus_slot_unref(c->lookup);
+    if (p_sd_bus_message_is_method_error(reply, "org.freedesktop.DBus.Error.NameHasNoOwner")) {
+        /* Left before the watch on it was in place: it will never be seen to leave. */
+        caller_gone(c);
+        return 0;
     }
-    return (uint32_t)pid;
+    uint32_t pid = 0;
+    if (!p_sd_bus_message_is_method_error(reply, NULL)) p_sd_bus_message_read(reply, "u", &pid);
+    c->pid = pid;
+    c->pid_known = 1;
+    int count = c->waiting_count;
+    c->waiting_count = 0;
+    for (int i = 0; i < count; i++) {
+        sd_bus_message *m = c->waiting[i];
+        c->waiting[i] = NULL;
+        finish_inhibit(c, m);
+        p_sd_bus_message_unref(m);
+    }
+    return 0;
+}
+
+static struct caller *caller_for(sd_bus_message *m, const struct xil_desktop_callbacks *cb) {
+    const char *sender = p_sd_bus_message_get_sender(m);
+    if (!sender) return NULL;
+    struct caller *c = caller_find(sender);
+    if (c || caller_count >= CALLERS_MAX) return c;
+    c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->name = strdup(sender);
+    c->cb = cb;
+    sd_bus *bus = p_sd_bus_message_get_bus(m);
+    /* The watch first, the pid after: an answer to the pid proves the watch is in place. */
+    if (!c->name || p_sd_bus_track_new(bus, &c->track, caller_left, c) < 0 || p_sd_bus_track_add_name(c->track, sender) < 0
+        || p_sd_bus_call_method_async(bus, &c->lookup, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                      "GetConnectionUnixProcessID", pid_answered, c, "s", sender) < 0) {
+        if (c->lookup) p_sd_bus_slot_unref(c->lookup);
+        if (c->track) p_sd_bus_track_unref(c->track);
+        free(c->name);
+        free(c);
+        return NULL;
+    }
+    c->next = callers;
+    callers = c;
+    caller_count++;
+    return c;
 }
 
 static int method_inhibit(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    const char *app = "", *reason = "";
-    int r = p_sd_bus_message_read(m, "ss", &app, &reason);
-    if (r < 0) return r;
-    const char *sender = p_sd_bus_message_get_sender(m);
-    uint32_t cookie = cb->inhibit(cb->context, app, reason, sender ? sender : "?", sender_pid(m));
-    if (cookie == 0) return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.AccessDenied", "inhibiting is not allowed here");
-    /* The inhibitor lasts while its caller stays on the bus (a browser that
-     * crashes never calls UnInhibit). */
-    struct watch *w = calloc(1, sizeof *w);
-    if (w) {
-        w->cookie = cookie;
-        w->cb = cb;
-        if (sender && p_sd_bus_track_new(p_sd_bus_message_get_bus(m), &w->track, caller_left, w) >= 0
-            && p_sd_bus_track_add_name(w->track, sender) >= 0) {
-            w->next = watches;
-            watches = w;
-        } else {
-            if (w->track) p_sd_bus_track_unref(w->track);
-            free(w);
-            say(cb, 2, "cannot watch inhibitor %u's caller %s: it lasts until UnInhibit", cookie, sender ? sender : "?");
-        }
-    }
-    return p_sd_bus_reply_method_return(m, "u", cookie);
+    struct caller *c = caller_for(m, userdata);
+    if (!c) return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.LimitsExceeded", "too many clients");
+    if (c->pid_known) return finish_inhibit(c, m);
+    if (c->waiting_count >= CALLER_WAITING_MAX)
+        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.LimitsExceeded", "too many calls waiting");
+    /* Answered once the pid is known. */
+    c->waiting[c->waiting_count++] = p_sd_bus_message_ref(m);
+    return 1;
 }
 
 static int method_uninhibit(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -194,24 +253,32 @@ static int method_uninhibit(sd_bus_message *m, void *userdata, sd_bus_error *err
     uint32_t cookie = 0;
     int r = p_sd_bus_message_read(m, "u", &cookie);
     if (r < 0) return r;
-    if (cb->uninhibit(cb->context, cookie) != 0)
-        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.InvalidArgs", "no inhibitor with cookie %u", cookie);
-    xil_screensaver_forget(cookie);
+    const char *sender = p_sd_bus_message_get_sender(m);
+    if (!sender || cb->uninhibit(cb->context, sender, cookie) != 0)
+        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.InvalidArgs", "no inhibitor %u of this connection", cookie);
     return p_sd_bus_reply_method_return(m, "");
 }
 
 static int method_simulate(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
-    cb->simulate_activity(cb->context);
+    const char *sender = p_sd_bus_message_get_sender(m);
+    char refusal[256] = "";
+    if (cb->simulate_activity(cb->context, sender ? sender : "?", refusal, sizeof refusal) != 0)
+        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.AccessDenied", "refused: %s", refusal);
     return p_sd_bus_reply_method_return(m, "");
 }
 
 static int method_lock(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
-    char who[96];
-    snprintf(who, sizeof who, "org.freedesktop.ScreenSaver.Lock from pid %u", sender_pid(m));
+    const char *sender = p_sd_bus_message_get_sender(m);
+    struct caller *c = sender ? caller_find(sender) : NULL;
+    char who[160];
+    if (c && c->pid_known)
+        snprintf(who, sizeof who, "org.freedesktop.ScreenSaver.Lock from %s (pid %u)", sender, c->pid);
+    else
+        snprintf(who, sizeof who, "org.freedesktop.ScreenSaver.Lock from %s", sender ? sender : "?");
     cb->lock(cb->context, who);
     return p_sd_bus_reply_method_return(m, "");
 }
@@ -323,25 +390,59 @@ int xil_logind_session_path(sd_bus *bus, const char *session_id, char *path, siz
     return r < 0 ? r : 0;
 }
 
+/* logind's signals count only from the connection that owns org.freedesktop.login1
+ * now. Debian's system bus lets any local user send a signal to any connection, and
+ * a match rule that names logind's well-known name does not help: sd-bus cannot
+ * check a well-known sender on a dbus-daemon bus (it lets every unique name through),
+ * and a unicast signal never meets the daemon's match rules. The owner is asked once
+ * at start and then followed through NameOwnerChanged, which only the bus itself
+ * sends (the daemon stamps every other sender's own unique name). */
+static struct {
+    char owner[256];                       /* "" while nobody owns the name */
+    char *session;                         /* the session's object path, or NULL */
+    const struct xil_desktop_callbacks *cb;
+    sd_bus_slot *listing;                  /* a ListInhibitors in flight */
+    int list_again;                        /* a change came while it was in flight */
+} logind;
+
+static int from_logind(sd_bus_message *m, const char *what) {
+    const char *sender = p_sd_bus_message_get_sender(m);
+    if (sender && logind.owner[0] && strcmp(sender, logind.owner) == 0) return 1;
+    logind.cb->forged(logind.cb->context, sender ? sender : "?", what);
+    return 0;
+}
+
+static int on_logind_owner(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)userdata; (void)error;
+    const char *sender = p_sd_bus_message_get_sender(m);
+    if (!sender || strcmp(sender, "org.freedesktop.DBus") != 0) return 0;
+    const char *name = NULL, *old = NULL, *new_owner = NULL;
+    if (p_sd_bus_message_read(m, "sss", &name, &old, &new_owner) < 0 || strcmp(name, LOGIN1) != 0) return 0;
+    snprintf(logind.owner, sizeof logind.owner, "%s", new_owner ? new_owner : "");
+    say(logind.cb, 1, "org.freedesktop.login1 is now %s", logind.owner[0] ? logind.owner : "owned by nobody");
+    return 0;
+}
+
 static int on_prepare_for_sleep(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
     int starting = 0;
+    if (!from_logind(m, "PrepareForSleep")) return 0;
     if (p_sd_bus_message_read(m, "b", &starting) >= 0) cb->prepare_for_sleep(cb->context, starting);
     return 0;
 }
 
 static int on_session_lock(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)m; (void)error;
+    (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
-    cb->session_lock(cb->context, 1);
+    if (from_logind(m, "Lock")) cb->session_lock(cb->context, 1);
     return 0;
 }
 
 static int on_session_unlock(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)m; (void)error;
+    (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
-    cb->session_lock(cb->context, 0);
+    if (from_logind(m, "Unlock")) cb->session_lock(cb->context, 0);
     return 0;
 }
 
@@ -398,59 +499,85 @@ static int find_property(sd_bus_message *m, struct property_seen *seen) {
     return r < 0 ? r : 0;
 }
 
-static const char *session_watched;
-
-/* The property's value now: from the signal, or read again when the signal only
- * invalidated it. 1 when known, 0 when not. */
-static int property_now(sd_bus_message *m, struct property_seen *seen, const char *path, const char *interface) {
-    if (find_property(m, seen) < 0 || !seen->found) return 0;
-    if (seen->found == 1) return 1;
-    sd_bus *bus = p_sd_bus_message_get_bus(m);
-    sd_bus_error e = SD_BUS_ERROR_NULL;
-    int r;
-    if (seen->type == 'b') {
-        r = p_sd_bus_get_property_trivial(bus, LOGIN1, path, interface, seen->name, &e, 'b', &seen->boolean);
-    } else {
-        char *value = NULL;
-        r = p_sd_bus_get_property_string(bus, LOGIN1, path, interface, seen->name, &e, &value);
-        if (r >= 0) snprintf(seen->string, sizeof seen->string, "%s", value);
-        free(value);
-    }
-    p_sd_bus_error_free(&e);
-    return r >= 0;
+/* The answer to reading the session's Active again (it was only invalidated). */
+static int active_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    int active = 1;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) return 0;
+    if (p_sd_bus_message_enter_container(reply, 'v', "b") >= 0 && p_sd_bus_message_read(reply, "b", &active) >= 0)
+        cb->session_active(cb->context, active);
+    return 0;
 }
 
 static int on_session_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
+    if (!from_logind(m, "PropertiesChanged")) return 0;
     struct property_seen seen = {.name = "Active", .type = 'b'};
-    if (property_now(m, &seen, session_watched, SESSION)) cb->session_active(cb->context, seen.boolean);
+    if (find_property(m, &seen) < 0 || !seen.found) return 0;
+    if (seen.found == 1) {
+        cb->session_active(cb->context, seen.boolean);
+    } else if (logind.session) {
+        /* Read again without waiting: the answer comes as its own message. */
+        p_sd_bus_call_method_async(p_sd_bus_message_get_bus(m), NULL, LOGIN1, logind.session, "org.freedesktop.DBus.Properties",
+                                   "Get", active_answered, (void *)cb, "ss", SESSION, "Active");
+    }
     return 0;
 }
 
 static int on_manager_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
+    (void)error; (void)userdata;
+    if (!from_logind(m, "PropertiesChanged")) return 0;
     struct property_seen seen = {.name = "BlockInhibited", .type = 's'};
-    if (property_now(m, &seen, MANAGER_PATH, MANAGER)) cb->block_inhibited(cb->context, seen.string);
+    /* Changed or only invalidated: the list of inhibitors is read again either way. */
+    if (find_property(m, &seen) >= 0 && seen.found) xil_logind_list_idle_inhibitors(p_sd_bus_message_get_bus(m));
     return 0;
+}
+
+static void logind_forget(void) {
+    free(logind.session);
+    logind.session = NULL;
+    if (logind.listing) logind.listing = p_sd_bus_slot_unref(logind.listing);
+    logind.list_again = 0;
+    logind.owner[0] = 0;
 }
 
 int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb, const char *session_path) {
     void *ud = (void *)cb;
-    int r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "PrepareForSleep", on_prepare_for_sleep, ud);
+    /* A connection before this one (a bus lost and found again) is gone with its matches. */
+    logind_forget();
+    logind.cb = cb;
+    int r = p_sd_bus_add_match(bus, NULL,
+                               "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                               "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='" LOGIN1 "'",
+                               on_logind_owner, ud);
+    if (r < 0) return r;
+    /* Asked after the match is in place: no change of owner falls in between. */
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    const char *owner = NULL;
+    r = p_sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
+                             &e, &reply, "s", LOGIN1);
+    if (r >= 0 && p_sd_bus_message_read(reply, "s", &owner) >= 0 && owner)
+        snprintf(logind.owner, sizeof logind.owner, "%s", owner);
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&e);
+    r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "PrepareForSleep", on_prepare_for_sleep, ud);
     if (r < 0) return r;
     r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged",
                               on_manager_properties, ud);
     if (r < 0) return r;
     if (!session_path) return 0;
-    session_watched = strdup(session_path);
+    logind.session = strdup(session_path);
     r = p_sd_bus_match_signal(bus, NULL, LOGIN1, session_path, SESSION, "Lock", on_session_lock, ud);
     if (r >= 0) r = p_sd_bus_match_signal(bus, NULL, LOGIN1, session_path, SESSION, "Unlock", on_session_unlock, ud);
     if (r >= 0) r = p_sd_bus_match_signal(bus, NULL, LOGIN1, session_path, "org.freedesktop.DBus.Properties",
                                           "PropertiesChanged", on_session_properties, ud);
     return r < 0 ? r : 0;
 }
+
+const char *xil_logind_owner(void) { return logind.owner; }
 
 int xil_logind_sleep_delay(sd_bus *bus, const char *who, const char *why) {
     sd_bus_error error = SD_BUS_ERROR_NULL;
@@ -484,7 +611,7 @@ struct hint {
     const struct xil_desktop_callbacks *cb;
     int refused;
 };
-static struct hint hints[2] = {{"SetLockedHint", NULL, 0}, {"SetIdleHint", NULL, 0}};
+static struct hint hints[] = {[XIL_LOCKED_HINT] = {"SetLockedHint", NULL, 0}, [XIL_IDLE_HINT] = {"SetIdleHint", NULL, 0}};
 
 static int hint_answered(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
@@ -498,10 +625,11 @@ static int hint_answered(sd_bus_message *m, void *userdata, sd_bus_error *error)
 }
 
 int xil_logind_session_hint(sd_bus *bus, const struct xil_desktop_callbacks *cb, const char *session_path,
-                            const char *method, int value) {
-    struct hint *hint = strcmp(method, hints[0].method) == 0 ? &hints[0] : &hints[1];
+                            enum xil_hint which, int value) {
+    if (which != XIL_LOCKED_HINT && which != XIL_IDLE_HINT) return -EINVAL;
+    struct hint *hint = &hints[which];
     hint->cb = cb;
-    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, session_path, SESSION, method, hint_answered, hint, "b", value);
+    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, session_path, SESSION, hint->method, hint_answered, hint, "b", value);
 }
 
 int xil_logind_session_active(sd_bus *bus, const char *session_path) {
@@ -513,12 +641,12 @@ int xil_logind_session_active(sd_bus *bus, const char *session_path) {
     return r < 0 ? r : active;
 }
 
-int xil_logind_idle_inhibitors(sd_bus *bus, void (*each)(void *, const char *, const char *, uint32_t, uint32_t), void *context) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    int count = 0;
-    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "ListInhibitors", &error, &reply, "");
-    if (r >= 0) r = p_sd_bus_message_enter_container(reply, 'a', "(ssssuu)");
+/* The answer to ListInhibitors: the idle inhibitors in block mode, each told, then the end. */
+static int inhibitors_listed(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    logind.listing = p_sd_bus_slot_unref(logind.listing);
+    int r = p_sd_bus_message_is_method_error(reply, NULL) ? -EIO : p_sd_bus_message_enter_container(reply, 'a', "(ssssuu)");
     while (r >= 0) {
         const char *what = NULL, *who = NULL, *why = NULL, *mode = NULL;
         uint32_t uid = 0, pid = 0;
@@ -527,12 +655,20 @@ int xil_logind_idle_inhibitors(sd_bus *bus, void (*each)(void *, const char *, c
         /* `what` is a colon-separated list: "idle", "sleep:idle". */
         char list[256];
         snprintf(list, sizeof list, ":%s:", what);
-        if (strstr(list, ":idle:") && strcmp(mode, "block") == 0) {
-            each(context, who, why, uid, pid);
-            count++;
-        }
+        if (strstr(list, ":idle:") && strcmp(mode, "block") == 0) cb->idle_inhibitor(cb->context, who, why, uid, pid);
     }
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : count;
+    cb->idle_inhibitors_listed(cb->context, r < 0 ? r : 0);
+    if (logind.list_again) xil_logind_list_idle_inhibitors(p_sd_bus_message_get_bus(reply));
+    return 0;
+}
+
+int xil_logind_list_idle_inhibitors(sd_bus *bus) {
+    /* One in flight at a time; a change meanwhile asks again once it is answered. */
+    if (logind.listing) {
+        logind.list_again = 1;
+        return 0;
+    }
+    logind.list_again = 0;
+    return p_sd_bus_call_method_async(bus, &logind.listing, LOGIN1, MANAGER_PATH, MANAGER, "ListInhibitors",
+                                      inhibitors_listed, (void *)logind.cb, "");
 }

@@ -100,7 +100,7 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--socket", "PATH", "Control socket (default: $XDG_RUNTIME_DIR/xidlelock/DISPLAY.sock).") { o, v throws(UsageError) in
             o.socket = try socketPath(v)
         },
-        OptionSpec("--secure", nil, "Nothing may hold the lock off or stop the agent (for managed machines): refuse disable, inhibit, toggle, reset and quit over the socket, the buses' and the X server's inhibitors, --not-when-fullscreen, --not-when-audio and - corners.") { o, _ in
+        OptionSpec("--secure", nil, "Nothing may hold the lock off or stop the agent (for managed machines): only input on this X server's devices counts as activity (no screensaver resets, pointer warps or SimulateUserActivity); refuse disable, inhibit, toggle, reset and quit over the socket, the buses' and the X server's inhibitors, --not-when-fullscreen, --not-when-audio and - corners.") { o, _ in
             o.secure = true
         },
         OptionSpec("--no-lock-before-sleep", nil, "Do not lock when logind announces a suspend (by default the sleep waits until the locker covers the screen).") { o, _ in
@@ -216,7 +216,8 @@ public struct AgentOptions: Equatable, Sendable {
             stages: stages,
             onUnlock: onUnlock,
             onUnlockInterval: onUnlockInterval,
-            screensaverResetCountsAsActivity: !ignoreScreensaverReset,
+            // Under --secure only the user's input counts: no reset, warp or SimulateUserActivity.
+            screensaverResetCountsAsActivity: !ignoreScreensaverReset && !secure,
             suspendCountsAsIdle: !suspendResetsIdle
         )
         config.lockBeforeSleep = lockBeforeSleep && logind
@@ -228,6 +229,7 @@ public struct AgentOptions: Equatable, Sendable {
         config.secure = secure
         config.allowedInhibitors = allowedInhibitors
         config.maxInhibit = maxInhibit
+        config.logindInhibitors = LogindInhibitorPolicy(rawValue: logindInhibitors) ?? .own
         config.configFiles = configFiles
         config.policy = policy
         config.settings = settingsReport(locker: command)
@@ -242,6 +244,9 @@ public struct AgentOptions: Equatable, Sendable {
             ReportedSetting(name: "locker", value: command, from: from("--locker", chosen: "default (the first installed)")),
             ReportedSetting(name: "secure", value: secure ? "yes" : "no", from: from("--secure")),
         ]
+        if ignoreScreensaverReset {
+            report.append(ReportedSetting(name: "ignore-screensaver-reset", value: "yes", from: from("--ignore-screensaver-reset")))
+        }
         if let notifyBefore { report.append(ReportedSetting(name: "notify-before", value: notifyBefore.description, from: from("--notify-before"))) }
         if !stages.isEmpty {
             report.append(ReportedSetting(name: "stage", value: stages.map { "\($0.name)=\($0.idleTime)" }.joined(separator: ", "), from: from("--stage")))

@@ -66,8 +66,12 @@ public struct AgentConfig: Equatable, Sendable {
     public var secure = false
     /// The sources whose inhibitors hold the lock off (the policy's inhibit-from).
     public var allowedInhibitors = Set(InhibitorSource.allCases)
-    /// The longest a hold (an inhibitor, a disable) lasts (the policy's max-inhibit).
+    /// How long the holds (inhibitors, a disable) may keep the screen unlocked without
+    /// input, however chained or renewed (the policy's max-inhibit).
     public var maxInhibit: Millis?
+    /// Whose logind idle inhibitors hold the lock off, and who "own" is.
+    public var logindInhibitors = LogindInhibitorPolicy.own
+    public var userID: UInt32 = 0
     /// For status: the config files read and what the admin's policy changed.
     public var configFiles: [String] = []
     public var policy: PolicyReport?
@@ -112,4 +116,13 @@ public struct AgentConfig: Equatable, Sendable {
         }
         return nil
     }
+}
+
+/// Which logind idle inhibitors hold the stages off.
+public enum LogindInhibitorPolicy: String, Sendable, CaseIterable {
+    /// This user's own (a shared workstation must not be kept open by a system
+    /// service or another user); the others are shown, not honoured.
+    case own
+    case all
+    case none
 }

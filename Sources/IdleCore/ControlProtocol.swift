@@ -75,14 +75,6 @@ public enum ControlRequest: Equatable, Sendable {
         return JSONValue.object(members).text
     }
 
-    /// Requests that would keep the screen unlocked or stop the agent: refused with --secure.
-    public var weakensLocking: Bool {
-        switch self {
-        case .inhibit, .disable, .toggle, .quit, .reset: true
-        case .status, .lock, .enable, .events: false
-        }
-    }
-
     public static func reply(_ fields: [(String, JSONValue)] = []) -> String {
         JSONValue.object([("v", .number(Double(version))), ("ok", .bool(true))] + fields).text
     }

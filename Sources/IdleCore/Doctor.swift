@@ -190,6 +190,16 @@ public enum Doctor {
                 findings.append(DoctorFinding("held off", .problem, "by \(who) [\(source)]\(since)\(ClientText.sanitized(why))",
                                               fix: advice(for: source)))
             }
+            if let total = status["inhibitor_count"]?.integer.map(Int.init), total > inhibitors.count {
+                findings.append(DoctorFinding("held off", .problem, "and \(total - inhibitors.count) more holds (see `xidlelock status --json`)"))
+            }
+        }
+        if case .array(let refused)? = status["refused_holds"] {
+            for r in refused {
+                let who = ClientText.sanitized(r["who"]?.string ?? "?")
+                findings.append(DoctorFinding("not honoured", .info,
+                                              "\(who) [\(r["source"]?.string ?? "?")]: \(ClientText.sanitized(r["reason"]?.string ?? "?"))"))
+            }
         }
         if status["session_active"]?.bool == false {
             findings.append(DoctorFinding("session", .warning, "another session is in front: no stage fires until this one is back"))
@@ -252,9 +262,9 @@ public enum Doctor {
             findings.append(DoctorFinding("logind", .ok, "session \(desktop["logind_session"]?.string ?? "?")" +
                                           (desktop["sleep_delay_held"]?.bool == true ? "; the sleep waits for the lock" : "")))
         }
-        if case .array(let ignored)? = desktop["ignored_idle_inhibitors"], !ignored.isEmpty {
-            let names = ignored.map { "\($0["who"]?.string ?? "?") (uid \($0["uid"]?.integer.map(String.init) ?? "?"))" }
-            findings.append(DoctorFinding("logind", .info, "idle inhibitors of others, not honoured: " + names.joined(separator: ", ")))
+        if let forged = desktop["forged_signals"]?.integer, forged > 0 {
+            findings.append(DoctorFinding("logind", .warning, "\(forged) signal\(forged == 1 ? "" : "s") claiming to be logind's came from other connections and \(forged == 1 ? "was" : "were") dropped: another local program may be trying to switch the lock off (locking is not affected)",
+                                          fix: "find who sent them in the agent's log (the sender's bus name), and ask the administrator"))
         }
         return findings
     }

@@ -1,28 +1,48 @@
 /// What the agent's edges tell the state machine.
 public enum Event: Equatable, Sendable {
-    /// The agent starts; the X server says the user has been idle this long.
-    case start(serverIdle: Millis)
+    /// The agent starts; the X server says the user has been idle this long. No stage
+    /// fires until each source in `awaiting` has said what it holds now (or
+    /// `HoldLimits.startupWait` has passed): an agent restarted during a film must not
+    /// lock before it has heard the film's hold.
+    case start(serverIdle: Millis, awaiting: Set<InhibitorSource> = [])
     /// Raw input (XInput2) arrived. One event stands for a whole batch.
     case input
     /// A deadline passed (or the edge woke for another reason) and read the
-    /// server's idle counter (`nil` if it could not be read).
-    case wake(serverIdle: Millis?)
+    /// server's idle counter (`nil` if it could not be read), with the X server's
+    /// keep-awake holds of the same reading: the counter's reset at a hold's end is
+    /// seen before the end, and a hold that begins, before any stage fires.
+    case wake(serverIdle: Millis?, holds: HoldReport? = nil)
     /// A process the machine asked for has ended, or could not be started.
     case processEnded(ProcessRole, ProcessEnd)
     /// The agent is asked to stop (SIGTERM, SIGINT, SIGHUP, `xidlelock quit`).
     case stop
     /// `xidlelock lock`: lock now, unless a locker already runs.
     case lockNow
-    /// `xidlelock reset`: count as activity now.
-    case reset
-    /// Hold the stages off while this inhibitor lasts.
-    case inhibit(Inhibitor)
-    /// The inhibitor with this id ended (its client left, or its command ended).
-    case uninhibit(id: Int)
+    /// `xidlelock reset` (`.socket`) or org.freedesktop.ScreenSaver.SimulateUserActivity
+    /// (`.dbus`): a client asks that now count as activity. Answered.
+    case reset(from: InhibitorSource, by: String = "")
+    /// What one owner holds now, all of it: the machine compares it with what it knew.
+    /// Also says that the owner's source has reported at start.
+    case holdsNow(HoldReport)
+    /// One more hold (ScreenSaver.Inhibit, `xidlelock inhibit`): answered with its id,
+    /// also the D-Bus cookie, or a refusal.
+    case holdAsked(HoldOwner, HoldClaim)
+    /// The owner ends one of its own holds (UnInhibit). Answered: another owner's id is refused.
+    case holdReleased(HoldOwner, id: Int)
+    /// The owner is gone (its connection closed, its bus lost): its holds end.
+    case ownerGone(HoldOwner)
+    /// A source with nothing to report at start has started (or cannot): the first
+    /// stage need not wait for it.
+    case sourceReady(InhibitorSource)
+    /// A source is lost (its bus, its server): every hold of it ends, whoever held it,
+    /// since none can be seen to end any more (fail closed).
+    case sourceLost(InhibitorSource)
     /// `xidlelock disable [--for D]`: no stage fires until enabled (or for `span`, from
-    /// the moment the machine takes it). `by`: who asked, for the audit trail.
+    /// the moment the machine takes it). `by`: who asked, for the audit trail. Answered.
     case disable(for: Millis?, by: String = "")
     case enable(by: String = "")
+    /// `xidlelock quit`: answered; the edge stops only when it is granted.
+    case quitAsked(by: String)
     /// A locker started by an earlier agent on this display still runs: no second
     /// locker may start. Its end arrives as `.lockerFact(.endedUnseen)`.
     case lockerAdopted
@@ -43,24 +63,36 @@ public enum Event: Equatable, Sendable {
     case pointerRests(PointerRest)
 }
 
-/// Someone holding the lock off: a client's `inhibit` request.
+/// Someone holding the lock off, as the machine admitted it.
 public struct Inhibitor: Equatable, Sendable {
+    /// Unique while it holds, and not guessable: also the D-Bus cookie.
     public var id: Int
-    /// Who asked, as the agent saw it (`pid 1234 (mpv)`).
+    /// The real caller, as the agent verified it (`pid 1234 (mpv), :1.42`), never
+    /// text the caller chose.
     public var who: String
+    /// What the caller said (its application name, its reason).
     public var why: String
     /// When it ends by itself; nil while its client stays connected.
     public var until: BoottimeInstant?
     /// Where it came from, in the user's words.
     public var source: InhibitorSource
+    /// The client of the source that holds it ("" for a source with one voice).
+    public var client: String
+    /// The source's name for it, unique within its owner.
+    public var key: String
 
-    public init(id: Int, who: String, why: String, until: BoottimeInstant?, source: InhibitorSource = .socket) {
+    public init(id: Int, who: String, why: String, until: BoottimeInstant?, source: InhibitorSource = .socket,
+                client: String = "", key: String = "") {
         self.id = id
         self.who = who
         self.why = why
         self.until = until
         self.source = source
+        self.client = client
+        self.key = key
     }
+
+    public var owner: HoldOwner { HoldOwner(source, client) }
 }
 
 /// Who can hold the lock off.
@@ -196,6 +228,16 @@ public enum Action: Equatable, Sendable {
     case setIdleHint(Bool)
     /// Ask the X server where the pointer is; the answer comes back as `.pointerRests` at once.
     case checkPointerCorner
+    /// The answer to a client's request (a hold asked for or released, disable, reset, quit).
+    case answer(Answer)
+}
+
+/// What a client's request got.
+public enum Answer: Equatable, Sendable {
+    /// A hold, with its id (the D-Bus cookie).
+    case granted(id: Int)
+    case done
+    case refused(String)
 }
 
 public struct SuspendGap: Equatable, Sendable {

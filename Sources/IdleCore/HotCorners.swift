@@ -90,11 +90,6 @@ public struct PointerPosition: Equatable, Sendable {
     }
 }
 
-extension Inhibitor {
-    /// The id of the hold of a `-` corner: the machine's own, below the ids the agent gives.
-    public static let cornerHoldID = -1
-}
-
 extension IdleMachine {
     /// When the pointer's corner is asked next: the corner delay after the last activity,
     /// or half-way to the first stage when that comes sooner (a `-` corner must be seen
@@ -135,12 +130,8 @@ extension IdleMachine {
             restingAt = rest.position
             out.append(.log(.debug, "the pointer rests in the \(corner) corner: locking \(settings.delay) after it stopped"))
         case .never:
-            guard config.refusal(for: .corner) == nil else { return }
-            inhibitorSince[Inhibitor.cornerHoldID] = now.boottime
-            inhibitors.append(Inhibitor(id: Inhibitor.cornerHoldID, who: "the pointer in the \(corner) corner",
-                                        why: "--corners \(settings.corners)", until: nil, source: .corner))
-            out.append(.log(.info, "held off while the pointer rests in the \(corner) corner (--corners \(settings.corners))"))
-            out.append(.announce(.inhibited(inhibitors[inhibitors.count - 1])))
+            holdsNow(HoldReport(HoldOwner(.corner), [HoldClaim(key: "\(corner)", who: "the pointer in the \(corner) corner",
+                                                              why: "--corners \(settings.corners)")]), now, &out)
         }
     }
 
@@ -155,8 +146,6 @@ extension IdleMachine {
     /// Activity: the pointer left its rest (or a key was pressed); a `-` corner's hold ends.
     mutating func pointerMoved(_ now: Instant, _ out: inout [Action]) {
         restingCorner = nil
-        if let k = inhibitors.firstIndex(where: { $0.id == Inhibitor.cornerHoldID }) {
-            endInhibitor(at: k, now, &out)
-        }
+        holdsNow(HoldReport(HoldOwner(.corner), []), now, &out)
     }
 }

@@ -38,6 +38,8 @@ public struct IdleMachine: Sendable {
     var gapsSinceActivity: [(noticedAt: MonotonicInstant, offsetBefore: Millis)] = []
     var reported: Set<Disagreement> = []
     public internal(set) var inhibitors: [Inhibitor] = []
+    /// The gate's own records: ids, rates, refusals, the max-inhibit budget, the start's wait.
+    var holds: HoldBook
     /// When each inhibitor began (boottime), by id: status shows how long it has held.
     var inhibitorSince: [Int: BoottimeInstant] = [:]
     /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
@@ -60,7 +62,8 @@ public struct IdleMachine: Sendable {
     /// Where the pointer rested when a corner last locked: the same rest does not lock twice.
     var cornerLockedAt: PointerPosition?
 
-    enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted }
+    /// What is said once only: disagreements of the two idle sources, refused resets.
+    enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted, resetRefusedSocket, resetRefusedBus }
 
     /// Gaps shorter than this are clock-reading jitter, not a suspend.
     static let gapThreshold = Millis(100)
@@ -71,8 +74,10 @@ public struct IdleMachine: Sendable {
     /// the last one known is the same activity, not new input.
     static let counterJitter = Millis(2)
 
-    public init(config: AgentConfig, now: Instant) {
+    /// `seed` draws the inhibitor ids (the edge gives a random one: cookies must not be guessable).
+    public init(config: AgentConfig, now: Instant, seed: UInt64 = 0x5eed) {
         self.config = config
+        self.holds = HoldBook(seed: seed)
         self.supervisor = LockerSupervisor(grabDeadline: config.lockerGrabDeadline, shortestHold: config.lockerShortestHold)
         self.lastActivityAt = now
         self.listeningSince = now
@@ -94,6 +99,8 @@ public struct IdleMachine: Sendable {
         if let sleep = sleepDelayUntil { consider(sleep) }
         for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
         if let until = disabledUntil ?? nil { consider(until) }
+        if isHeld, let end = holdBudgetEnds { consider(end) }
+        if let until = holds.awaitingUntil { consider(until) }
         if !listensForInput, let resume = listeningResumesAt { consider(resume) }
         if let check = cornerCheckDue { consider(check) }
         if let lock = cornerLockDue { consider(lock) }
@@ -111,8 +118,9 @@ public struct IdleMachine: Sendable {
     /// A locker runs or is being started again after a failure: no stage may start another.
     public var lockerActive: Bool { locker != .unlocked }
     public var isDisabled: Bool { disabledUntil != nil }
-    /// Stages do not fire while disabled or inhibited.
-    public var isHeld: Bool { isDisabled || !inhibitors.isEmpty || sessionInactive }
+    /// Stages do not fire while disabled or inhibited, nor before the sources have said
+    /// what they hold at start.
+    public var isHeld: Bool { isDisabled || !inhibitors.isEmpty || sessionInactive || awaitingSources }
     /// The next stage to fire and its name, if the stages are not all fired.
     public var nextStageName: String? { nextStage < config.stages.count ? config.stages[nextStage].name : nil }
     public var hasNotified: Bool { !notifiersShown.isEmpty }
@@ -122,15 +130,17 @@ public struct IdleMachine: Sendable {
         noteSuspendGap(now, &out)
         endExpiredHolds(now, &out)
         switch event {
-        case .start(let serverIdle):
+        case .start(let serverIdle, let awaiting):
             lastActivityAt = Instant(monotonic: now.monotonic - serverIdle, boottime: now.boottime - serverIdle)
+            awaitSources(awaiting, now)
             out.append(.log(.info, "started; idle for \(serverIdle) already; " + describeStages()))
         case .input:
             lastInput = now
-            activity(at: now, now, &out)
+            activity(at: now, now, &out, byInput: true)
             pauseListening(now)
-        case .wake(let serverIdle):
+        case .wake(let serverIdle, let report):
             if let serverIdle { crossCheck(serverIdle: serverIdle, now, &out) }
+            if let report { holdsNow(report, now, &out) }
             // A reading of the counter is what made a pause safe; a pause without an end
             // (nothing was due) ends at the first reading.
             if serverIdle != nil, !listensForInput, now.boottime >= listeningResumesAt ?? now.boottime {
@@ -153,39 +163,33 @@ public struct IdleMachine: Sendable {
             return out
         case .lockNow:
             lockRequest(from: "", now, &out)
-        case .reset:
-            out.append(.log(.debug, "reset requested: counting as activity"))
-            activity(at: now, now, &out)
-        case .inhibit(var inhibitor):
-            // Every source comes through here: the last word on what may hold the lock off.
-            if let refusal = config.refusal(for: inhibitor.source) {
-                out.append(.log(.warning, "refused an inhibitor from \(inhibitor.who) (\(inhibitor.source.rawValue)): \(refusal)"))
-                break
-            }
-            if let max = config.maxInhibit, (inhibitor.until ?? .init(.max)) > now.boottime + max {
-                inhibitor.until = now.boottime + max
-                out.append(.log(.info, "the inhibitor of \(inhibitor.who) ends in \(max) at the latest (the policy's max-inhibit)"))
-            }
-            inhibitors.append(inhibitor)
-            inhibitorSince[inhibitor.id] = now.boottime
-            let span = inhibitor.until.map { "for \($0 - now.boottime)" } ?? inhibitor.source.lasts
-            out.append(.log(.info, "inhibited by \(inhibitor.who) \(span)\(inhibitor.why.isEmpty ? "" : ": \(inhibitor.why)")"))
-            out.append(.announce(.inhibited(inhibitor)))
-        case .uninhibit(let id):
-            if let k = inhibitors.firstIndex(where: { $0.id == id }) {
-                endInhibitor(at: k, now, &out)
-            }
-        case .disable(var span, let by):
-            if let max = config.maxInhibit, (span ?? .max) > max {
-                span = max
-                out.append(.log(.info, "disabled for \(max) at the most (the policy's max-inhibit)"))
-            }
-            let until = span.map { now.boottime + $0 }
-            disabledUntil = .some(until)
-            out.append(.log(.info, "disabled" + (until.map { " for \($0 - now.boottime)" } ?? "") + (by.isEmpty ? "" : " by \(by)")))
-            out.append(.announce(.disabled(remaining: until.map { $0 - now.boottime }, by: by)))
+        case .reset(let source, let by):
+            out.append(.answer(reset(from: source, by: by, now, &out)))
+        case .holdsNow(let report):
+            holdsNow(report, now, &out)
+        case .holdAsked(let owner, let claim):
+            out.append(.answer(admit(claim, of: owner, now, &out)))
+        case .holdReleased(let owner, let id):
+            out.append(.answer(holdReleased(owner, id: id, now, &out)))
+        case .ownerGone(let owner):
+            ownerGone(owner, now, &out)
+        case .sourceReady(let source):
+            sourceReported(source, now, &out)
+        case .sourceLost(let source):
+            while let k = inhibitors.firstIndex(where: { $0.source == source }) { endInhibitor(at: k, now, &out) }
+            holds.forget { $0.source == source }
+        case .disable(let span, let by):
+            out.append(.answer(disable(for: span, by: by, now, &out)))
         case .enable(let by):
             if isDisabled { enable(by: by, now, &out) }
+            out.append(.answer(.done))
+        case .quitAsked(let by):
+            if config.secure {
+                out.append(.log(.warning, "refused to quit for \(by): the agent runs with --secure"))
+                out.append(.answer(.refused("the agent runs with --secure")))
+            } else {
+                out.append(.answer(.done))
+            }
         case .lockerAdopted:
             _ = supervisor.handle(.adopted, at: now)
             out.append(.log(.info, "the locker of an earlier agent still runs; watching it (no second locker)"))
@@ -202,6 +206,7 @@ public struct IdleMachine: Sendable {
         case .pointerRests(let rest):
             pointerRests(rest, now, &out)
         }
+        endStartupWaitIfDue(now, &out)
         checkCornerIfDue(now, &out)
         lockFromCornerIfDue(now, &out)
         sleepDelayCheck(now, &out)
@@ -261,7 +266,8 @@ public struct IdleMachine: Sendable {
             }
             if explainedByInput || config.screensaverResetCountsAsActivity {
                 let offset = gapsSinceActivity.first { serverActivity < $0.noticedAt }?.offsetBefore ?? now.suspended
-                activity(at: Instant(monotonic: serverActivity, boottime: BoottimeInstant(serverActivity.sinceZero + offset)), now, &out)
+                activity(at: Instant(monotonic: serverActivity, boottime: BoottimeInstant(serverActivity.sinceZero + offset)), now, &out,
+                         byInput: explainedByInput)
             }
         } else if let input = lastInput, input.monotonic > serverActivity + .seconds(1) {
             report(.inputNotCounted, "raw input arrived that the X server's idle counter did not count; trusting the raw input", &out)
@@ -290,10 +296,53 @@ public struct IdleMachine: Sendable {
     // MARK: Holds (inhibitors, disable)
 
     mutating func endExpiredHolds(_ now: Instant, _ out: inout [Action]) {
+        endHoldsIfBudgetSpent(now, &out)
         while let k = inhibitors.firstIndex(where: { $0.until.map { now.boottime >= $0 } ?? false }) {
             endInhibitor(at: k, now, &out)
         }
         if let until = disabledUntil ?? nil, now.boottime >= until { enable(by: "the end of its time", now, &out) }
+    }
+
+    /// `xidlelock disable`: a hold like any other, through the same rules.
+    mutating func disable(for requested: Millis?, by: String, _ now: Instant, _ out: inout [Action]) -> Answer {
+        let refusal: String? = if config.secure {
+            "the agent runs with --secure"
+        } else if config.maxInhibit != nil && holds.budgetSpent {
+            "the policy's max-inhibit is used up until the user is back"
+        } else {
+            nil
+        }
+        if let refusal {
+            out.append(.log(.warning, "refused to disable for \(by.isEmpty ? "a client" : by): \(refusal)"))
+            return .refused(refusal)
+        }
+        let until = requested.map { now.boottime + $0 }
+        beginHolding(now)
+        disabledUntil = .some(until)
+        let bound = holdBudgetEnds.map { "; \($0 - now.boottime) at the most without input (the policy's max-inhibit)" } ?? ""
+        out.append(.log(.info, "disabled" + (until.map { " for \($0 - now.boottime)" } ?? "") + (by.isEmpty ? "" : " by \(by)") + bound))
+        out.append(.announce(.disabled(remaining: until.map { $0 - now.boottime }, by: by)))
+        return .done
+    }
+
+    /// A client asks that now count as activity. Under --secure only the user's input
+    /// counts; with only real input counting (--ignore-screensaver-reset), D-Bus's
+    /// SimulateUserActivity is a screensaver reset like any other and does not either.
+    mutating func reset(from source: InhibitorSource, by: String, _ now: Instant, _ out: inout [Action]) -> Answer {
+        let refusal: String? = if config.secure {
+            "the agent runs with --secure: only input counts as activity"
+        } else if source != .socket && !config.screensaverResetCountsAsActivity {
+            "only input counts as activity (--ignore-screensaver-reset)"
+        } else {
+            nil
+        }
+        if let refusal {
+            report(source == .socket ? .resetRefusedSocket : .resetRefusedBus, "refused a reset from \(by.isEmpty ? source.rawValue : by): \(refusal) (said once)", &out)
+            return .refused(refusal)
+        }
+        out.append(.log(.debug, "reset requested\(by.isEmpty ? "" : " by \(by)"): counting as activity"))
+        activity(at: now, now, &out)
+        return .done
     }
 
     mutating func endInhibitor(at k: Int, _ now: Instant, _ out: inout [Action]) {
@@ -318,8 +367,11 @@ public struct IdleMachine: Sendable {
     }
 
     /// Activity at `t`: a new idle period begins. Activity older than the last is ignored.
-    mutating func activity(at t: Instant, _ now: Instant, _ out: inout [Action], unlocking: Bool = false) {
+    /// `byInput`: the user's own input (or an unlock), which alone renews the policy's
+    /// max-inhibit.
+    mutating func activity(at t: Instant, _ now: Instant, _ out: inout [Action], unlocking: Bool = false, byInput: Bool = false) {
         guard t.boottime >= lastActivity else { return }
+        if byInput || unlocking { userIsBack(now) }
         let idle = t.boottime - lastActivity
         lastActivityAt = t
         gapsSinceActivity.removeAll { $0.noticedAt <= t.monotonic }

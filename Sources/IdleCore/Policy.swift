@@ -13,8 +13,12 @@ public struct Policy: Equatable, Sendable {
     public var locker: String?
     /// Which sources may hold the lock off; nil: every one.
     public var inhibitFrom: Set<InhibitorSource>?
-    /// The longest any hold (inhibitor or disable) may last.
+    /// The longest the screen may stay unlocked without input, however holds
+    /// (inhibitors, disables) are chained or renewed.
     public var maxInhibit: Millis?
+    /// Only real input counts as activity: no screensaver reset, pointer warp or
+    /// SimulateUserActivity keeps the screen unlocked.
+    public var ignoreScreensaverReset = false
 
     public init() {}
 
@@ -31,8 +35,11 @@ public struct Policy: Equatable, Sendable {
         OptionSpec("--inhibit-from", "LIST", "Which sources may hold the lock off: a comma-separated list of socket, dbus, logind, x, fullscreen, audio, corner; or none.") { p, v throws(UsageError) in
             p.inhibitFrom = try inhibitorSources(v)
         },
-        OptionSpec("--max-inhibit", "DURATION", "The longest any inhibitor or disable may hold the lock off.") { p, v throws(UsageError) in
+        OptionSpec("--max-inhibit", "DURATION", "The longest the screen stays unlocked without input while inhibitors or a disable hold the lock off, however they are chained or renewed.") { p, v throws(UsageError) in
             p.maxInhibit = try duration(v, for: "max-inhibit")
+        },
+        OptionSpec("--ignore-screensaver-reset", nil, "As --ignore-screensaver-reset: only real input counts as activity.") { p, _ in
+            p.ignoreScreensaverReset = true
         },
     ]
 
@@ -145,7 +152,12 @@ extension AgentOptions {
         }
         if let max = policy.maxInhibit {
             maxInhibit = max
-            changes.append("an inhibitor or disable holds the lock off for \(max) at most")
+            changes.append("inhibitors and disables hold the lock off for \(max) at most after the last input, however renewed")
+        }
+        if policy.ignoreScreensaverReset && !ignoreScreensaverReset {
+            ignoreScreensaverReset = true
+            origins["--ignore-screensaver-reset"] = .policy(path: path)
+            changes.append("ignore-screensaver-reset: only real input counts as activity")
         }
         return changes
     }

@@ -31,7 +31,9 @@ extension IdleMachine {
                     ("ago_ms", optional(supervisor.lastFailureAt.map { now.boottime - $0 })),
                 ])
             } ?? .null),
-            ("inhibitors", .array(inhibitors.map { inhibitor in
+            // The first few in full, and how many of each source: a client with many
+            // holds must not make status too long to answer.
+            ("inhibitors", .array(inhibitors.prefix(IdleMachine.inhibitorsListed).map { inhibitor in
                 .object([
                     ("id", .number(Double(inhibitor.id))),
                     ("source", .string(inhibitor.source.rawValue)),
@@ -39,6 +41,20 @@ extension IdleMachine {
                     ("why", .string(inhibitor.why)),
                     ("remaining_ms", optional(inhibitor.until.map { $0 - now.boottime })),
                     ("since_ms", optional(inhibitorSince[inhibitor.id].map { now.boottime - $0 })),
+                ])
+            })),
+            ("inhibitor_count", .number(Double(inhibitors.count))),
+            ("inhibitors_by_source", .object(InhibitorSource.allCases.compactMap { source in
+                let n = inhibitors.count { $0.source == source }
+                return n == 0 ? nil : (source.rawValue, .number(Double(n)))
+            })),
+            ("waiting_for_sources", .array(InhibitorSource.allCases.filter { awaitingSources && holds.awaiting.contains($0) }
+                .map { .string($0.rawValue) })),
+            ("max_inhibit_used_up", .bool(config.maxInhibit != nil && holds.budgetSpent)),
+            ("refused_holds", .array(refusedHolds.prefix(IdleMachine.inhibitorsListed).map { refused in
+                .object([
+                    ("source", .string(refused.source.rawValue)), ("who", .string(refused.claim.who)),
+                    ("why", .string(refused.claim.why)), ("reason", .string(refused.reason)),
                 ])
             })),
             ("logind_hints", .object([("locked", .bool(lockedHint)), ("idle", .bool(idleHint))])),
@@ -67,6 +83,9 @@ extension IdleMachine {
 }
 
 extension IdleMachine {
+    /// Inhibitors listed one by one in status; the rest are counted.
+    static let inhibitorsListed = 20
+
     /// The locker's part of status: what runs, whether it covers the screen, the next try.
     func lockerFields(at now: Instant, pid: Int32?) -> JSONValue {
         func ms(_ m: Millis) -> JSONValue { .number(Double(m.value)) }

@@ -150,17 +150,18 @@ struct PolicyTests {
     func machineRefuses() throws {
         let options = try #require(try agentOptions(["--lock-after", "10s"], [policyFile: "inhibit-from dbus"]))
         var s = Story(options.config(locker: "lock-screen"))
-        let refused = s.send(.inhibit(Inhibitor(id: 1, who: "pid 9 (mpv)", why: "film", until: nil, source: .socket)))
-        #expect(refused.logs(.warning) == ["refused an inhibitor from pid 9 (mpv) (socket): the policy's inhibit-from allows dbus"])
-        s.send(.inhibit(Inhibitor(id: 2, who: "firefox", why: "video", until: nil, source: .dbus)))
-        #expect(s.machine.inhibitors.map(\.id) == [2])
+        let refused = s.send(.hold("pid 9 (mpv)", why: "film"))
+        #expect(refused.answer == .refused("the policy's inhibit-from allows dbus"))
+        #expect(refused.logs(.warning) == ["not honoured: a hold of pid 9 (mpv) (socket) for film: the policy's inhibit-from allows dbus"])
+        let id = s.send(.hold("firefox", why: "video", source: .dbus)).grantedID
+        #expect(s.machine.inhibitors.map(\.id) == [id])
     }
 
     @Test("max-inhibit ends an endless inhibitor and a disable at its time; the lock then comes at once")
     func maxInhibit() throws {
         let options = try #require(try agentOptions(["--lock-after", "10m"], [policyFile: "max-inhibit 1h"]))
         var s = Story(options.config(locker: "lock-screen"))
-        s.send(.inhibit(Inhibitor(id: 1, who: "pid 9 (mpv)", why: "film", until: nil)))
+        s.send(.hold("pid 9 (mpv)", why: "film"))
         s.expectLock(1, exactlyAt: Story.at(.hours(1)))
         var d = Story(options.config(locker: "lock-screen"))
         d.send(.disable(for: nil))

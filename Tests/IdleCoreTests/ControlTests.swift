@@ -12,7 +12,11 @@ private struct HoldStory {
         actions = machine.handle(.start(serverIdle: idle), at: now)
     }
 
-    mutating func send(_ event: Event) { actions = machine.handle(event, at: now) }
+    @discardableResult
+    mutating func send(_ event: Event) -> [Action] {
+        actions = machine.handle(event, at: now)
+        return actions
+    }
 
     mutating func advance(_ span: Millis) {
         now.monotonic += span
@@ -103,13 +107,6 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         } catch {
             #expect(error.message.contains(expected), "\(error.message)")
         }
-    }
-
-    @Test func thereIsNoUnlockAndSecureRefusesWhatKeepsTheScreenOpen() {
-        let weakening = Self.all.filter(\.weakensLocking)
-        #expect(weakening.count == 7)  // disable×2, inhibit×2, toggle, quit, reset
-        #expect(!ControlRequest.status.weakensLocking && !ControlRequest.lock.weakensLocking)
-        #expect(!ControlRequest.events.weakensLocking && !ControlRequest.enable.weakensLocking)
     }
 
     @Test func repliesCarryVersionAndOutcome() throws {
@@ -211,7 +208,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
 @Suite struct HoldTests {
     @Test func anInhibitorHoldsEveryStageOff() {
         var story = HoldStory(config([dim]))
-        story.send(.inhibit(Inhibitor(id: 1, who: "pid 9 (mpv)", why: "video", until: nil)))
+        story.send(.hold("pid 9 (mpv)", why: "video"))
         #expect(story.machine.nextDeadline == nil)
         #expect(story.machine.stateName == "inhibited")
         story.advance(.hours(2))
@@ -222,11 +219,11 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
     @Test func whenTheInhibitorEndsDueStagesFireAtOnceAndTheRestOnTime() {
         // The anchors xidlehook and hypridle never fire again here without new input.
         var story = HoldStory(config([dim]))
-        story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
+        let id = story.send(.hold()).grantedID!
         story.advance(.seconds(250))  // past dim (240 s), before lock (300 s)
-        story.send(.uninhibit(id: 1))
+        #expect(story.send(.release(id)).answer == .done)
         #expect(story.ran == [.stage(0)])
-        #expect(story.announced.contains(.uninhibited(Inhibitor(id: 1, who: "w", why: "", until: nil))))
+        #expect(story.announced.contains(.uninhibited(Inhibitor(id: id, who: "w", why: "", until: nil, client: "client 1"))))
         #expect(story.machine.nextDeadline == BoottimeInstant.seconds(100 + 300))
         story.wakeAtDeadline()
         #expect(story.ran == [.locker])
@@ -235,7 +232,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
     @Test func aTimedInhibitorEndsByItselfAtItsDeadline() {
         var story = HoldStory(config())
         let until = story.now.boottime + .minutes(30)
-        story.send(.inhibit(Inhibitor(id: 7, who: "w", why: "slides", until: until)))
+        story.send(.hold(why: "slides", for: .minutes(30)))
         #expect(story.machine.nextDeadline == until)
         story.wakeAtDeadline()
         #expect(story.machine.inhibitors.isEmpty)
@@ -258,7 +255,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         var story = HoldStory(config([dim]))
         story.wakeAtDeadline()
         #expect(story.ran == [.stage(0)])
-        story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
+        story.send(.hold())
         story.advance(.seconds(5))
         story.send(.input)
         #expect(story.ran == [.resume(0)])
@@ -266,7 +263,7 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
 
     @Test func lockNowLocksEvenWhileInhibitedButNeverTwice() {
         var story = HoldStory(config())
-        story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
+        story.send(.hold())
         story.send(.lockNow)
         #expect(story.ran == [.locker])
         #expect(story.announced == [.locking(idle: .zero, requested: true, attempt: 1)])
@@ -282,27 +279,26 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
     @Test func resetCountsAsActivity() {
         var story = HoldStory(config(), idle: .minutes(4))
         #expect(story.machine.nextDeadline == story.now.boottime + .minutes(1))
-        story.send(.reset)
+        story.send(.reset(from: .socket))
         #expect(story.machine.nextDeadline == story.now.boottime + .minutes(5))
     }
 
     @Test func listeningPausedWhileHeldResumesAtTheNextReading() {
         var story = HoldStory(config())
-        story.send(.inhibit(Inhibitor(id: 1, who: "w", why: "", until: nil)))
+        let id = story.send(.hold()).grantedID!
         story.send(.input)
         #expect(!story.machine.listensForInput)  // nothing is due: no need to hear input
         story.advance(.minutes(20))
         story.send(.wake(serverIdle: .minutes(1)))  // the edge reads the counter before uninhibit
         #expect(story.machine.listensForInput)
-        story.send(.uninhibit(id: 1))
+        story.send(.release(id))
         #expect(story.ran.isEmpty)  // the counter showed input a minute ago: not idle enough
         #expect(story.machine.nextDeadline == story.now.boottime + .minutes(4))
     }
 
     @Test func statusSaysWhatIsHappeningInRelativeTime() {
         var story = HoldStory(config([dim]), idle: .minutes(1))
-        let until = story.now.boottime + .seconds(90)
-        story.send(.inhibit(Inhibitor(id: 2, who: "pid 5 (mpv)", why: "film", until: until)))
+        story.send(.hold("pid 5 (mpv)", why: "film", for: .seconds(90)))
         let status = JSONValue.object(story.machine.statusFields(at: story.now, lockerPid: nil))
         #expect(status["state"]?.string == "inhibited")
         #expect(status["idle_ms"]?.integer == 60_000)

@@ -21,8 +21,11 @@ final class ControlConnection: EventSource {
     /// The request deadline, for clients that hold nothing.
     var requestDeadline: MonotonicInstant?
     var subscribed = false
-    /// Inhibitors that last while this connection stays open; all end when it closes.
-    var inhibitorIDs: [Int] = []
+    /// It holds the lock off while it stays open: no request deadline, and its holds
+    /// end when it closes.
+    var holds = false
+    /// The holds' owner: this connection, and no other, may end them.
+    let owner: HoldOwner
     /// Close once the output is written.
     private var closing = false
     private(set) var isFinished = false
@@ -38,7 +41,13 @@ final class ControlConnection: EventSource {
         self.pid = pid
         self.who = who
         self.handler = handler
+        ControlConnection.opened += 1
+        owner = HoldOwner(.socket, "connection \(ControlConnection.opened) of pid \(pid)")
     }
+
+    /// Connections opened so far: each owner is a connection of its own, even when a
+    /// descriptor or a pid is used again.
+    nonisolated(unsafe) private static var opened = 0
 
     var pollInterest: (fd: Int32, events: PollEvents)? {
         isFinished ? nil : (fd, output.isEmpty ? .readable : [.readable, .writable])

@@ -4,65 +4,68 @@ import IdleCore
 extension Agent: ControlRequestHandler {
     func handle(_ line: String, from client: ControlConnection) {
         if line.isEmpty { return }
-        let request: ControlRequest
+        let asked: ControlRequest
         do {
-            request = try ControlRequest.parse(line)
+            asked = try ControlRequest.parse(line)
         } catch {
             client.send(ControlRequest.errorReply(error.message))
             return
         }
-        if secure && request.weakensLocking {
-            Log.write(.warning, "refused '\(request.line)' from \(client.who): the agent runs with --secure")
-            client.send(ControlRequest.errorReply("refused: the agent runs with --secure"))
-            return
-        }
-        if case .inhibit = request, let refusal = machine.config.refusal(for: .socket) {
-            Log.write(.warning, "refused '\(request.line)' from \(client.who): \(refusal)")
-            client.send(ControlRequest.errorReply("refused: \(refusal)"))
-            return
-        }
-        Log.debug("request from \(client.who): \(request.line)")
+        Log.debug("request from \(client.who): \(asked.line)")
         let now = SystemClock.now()
-        if client.inhibitorIDs.isEmpty && !client.subscribed {
+        if !client.holds && !client.subscribed {
             client.requestDeadline = now.monotonic + ControlServerLimits.requestTimeout
         }
-        // Bring the idle time up to date first: listening may be paused.
-        wake()
-        switch request {
+        // Whether a request may weaken locking is the machine's to answer (--secure,
+        // the policy): each is passed on, and its answer sent back.
+        func answered(_ event: Event, _ fields: (Answer) -> [(String, JSONValue)] = { _ in [] }) {
+            switch request(event) {
+            case .refused(let why)?: client.send(ControlRequest.errorReply("refused: \(why)"))
+            case let answer?: client.send(ControlRequest.reply(fields(answer)))
+            case nil: client.send(ControlRequest.reply())
+            }
+        }
+        switch asked {
         case .status:
+            wake()
             let desktopFields = desktop?.statusFields ?? []
             client.send(ControlRequest.reply(machine.statusFields(at: SystemClock.now(), lockerPid: children.lockerPid)
                 + [("desktop", .object(desktopFields))]))
         case .lock:
+            wake()
             perform(.lockNow)
             client.send(ControlRequest.reply([("locker_pid", children.lockerPid.map { .number(Double($0)) } ?? .null)]))
         case .reset:
-            perform(.reset)
-            client.send(ControlRequest.reply())
+            answered(.reset(from: .socket, by: client.who))
         case .inhibit(let why, let duration):
-            let id = inhibit(source: .socket, who: client.who, why: ClientText.sanitized(why),
-                             until: duration.map { now.boottime + $0 })
-            if duration == nil {
-                // Held while the connection stays open; a second one on the same
-                // connection is held too, and all end together when it closes.
-                client.inhibitorIDs.append(id)
-                client.requestDeadline = nil
+            // One held while the connection stays open ends when it closes; one for a
+            // time outlives it (`xidlelock inhibit --for 45m` returns at once).
+            let owner = duration == nil ? client.owner : HoldOwner(.socket, "pid \(client.pid)")
+            let claim = HoldClaim(key: "", who: client.who, why: ClientText.sanitized(why), span: duration)
+            answered(.holdAsked(owner, claim)) { answer in
+                guard case .granted(let id) = answer else { return [] }
+                if duration == nil {
+                    client.holds = true
+                    client.requestDeadline = nil
+                }
+                return [("id", .number(Double(id)))]
             }
-            client.send(ControlRequest.reply([("id", .number(Double(id)))]))
         case .disable(let duration):
-            perform(.disable(for: duration, by: client.who))
-            client.send(ControlRequest.reply())
+            answered(.disable(for: duration, by: client.who))
         case .enable:
-            perform(.enable(by: client.who))
-            client.send(ControlRequest.reply())
+            answered(.enable(by: client.who))
         case .toggle:
-            perform(machine.isDisabled ? .enable(by: client.who) : .disable(for: nil, by: client.who))
-            client.send(ControlRequest.reply([("disabled", .bool(machine.isDisabled))]))
+            let event: Event = machine.isDisabled ? .enable(by: client.who) : .disable(for: nil, by: client.who)
+            answered(event) { _ in [("disabled", .bool(self.machine.isDisabled))] }
         case .events:
             client.subscribed = true
             client.requestDeadline = nil
             client.send(ControlRequest.reply())
         case .quit:
+            if case .refused(let why)? = request(.quitAsked(by: client.who)) {
+                client.send(ControlRequest.errorReply("refused: \(why)"))
+                return
+            }
             Log.write(.info, "quit requested by \(client.who)")
             client.send(ControlRequest.reply())
             stop()
@@ -71,9 +74,7 @@ extension Agent: ControlRequestHandler {
 
     func connectionClosed(_ client: ControlConnection) {
         control.remove(client)
-        guard !client.inhibitorIDs.isEmpty else { return }
         // The inhibitor's client is gone (its command ended or it died).
-        wake()
-        for id in client.inhibitorIDs { perform(.uninhibit(id: id)) }
+        if client.holds { request(.ownerGone(client.owner)) }
     }
 }

@@ -12,8 +12,6 @@ final class AudioWatch: EventSource {
     private weak var agent: DesktopAgent?
     private let pulse: OpaquePointer
     private var callbacks: UnsafeMutablePointer<xil_pulse_callbacks>
-    /// Inhibitor ids, by the application as the user reads it.
-    private var holds: [String: Int] = [:]
     private var retryAt: MonotonicInstant?
     private var retryDelay: Millis?
     private var connected = false
@@ -26,9 +24,13 @@ final class AudioWatch: EventSource {
         var error = [CChar](repeating: 0, count: 256)
         guard xil_pulse_load(&error, error.count) == 0 else {
             Log.write(.warning, "--not-when-audio cannot work: libpulse is not available (\(String(nulTerminated: error))); install libpulse0 (PipeWire needs pipewire-pulse too). Locking goes on without it")
+            agent.perform(.sourceReady(.audio))
             return
         }
-        guard let watch = AudioWatch(agent: agent) else { return }
+        guard let watch = AudioWatch(agent: agent) else {
+            agent.perform(.sourceReady(.audio))
+            return
+        }
         agent.addSource(watch)
         watch.connect()
     }
@@ -91,6 +93,7 @@ final class AudioWatch: EventSource {
             // The sound server often starts after the agent (socket activation, a
             // session that starts it later): waiting is normal, not an error.
             Log.write(.info, "no sound server yet (\(reason)): --not-when-audio waits for one; locking goes on")
+            agent?.perform(.sourceReady(.audio))
         }
         saidFailure = true
         // 1 s, doubling to a minute: a server started just after the agent is
@@ -105,24 +108,15 @@ final class AudioWatch: EventSource {
         reconcile(AudioStreams.playing(streams))
     }
 
-    /// One hold per playing application. Holds that begin go in before those that
-    /// end, so that a change of who plays leaves no gap. The end of the sound is no
-    /// activity, as the end of any other inhibitor is not: music left playing in an
-    /// empty room must not keep the screen open a lock time longer, so the stages
-    /// already due fire when it stops (a user who is there touches something).
+    /// One hold per playing application, reported whole: the machine admits the new
+    /// ones before it ends the old, so that a change of who plays leaves no gap. The
+    /// end of the sound is no activity, as the end of any other inhibitor is not: music
+    /// left playing in an empty room must not keep the screen open a lock time longer,
+    /// so the stages already due fire when it stops (a user who is there touches something).
     private func reconcile(_ playing: [PlayingApplication]) {
-        guard let agent else { return }
-        let now = Set(playing.map(\.description))
-        for who in playing.map(\.description) where holds[who] == nil {
-            let id = agent.addInhibitor(source: .audio, who: who, why: "playing audio")
-            if id > 0 { holds[who] = id }
-        }
-        let ended = holds.filter { !now.contains($0.key) }.sorted { $0.value < $1.value }
-        guard !ended.isEmpty else { return }
-        for (who, id) in ended {
-            holds[who] = nil
-            agent.removeInhibitor(id: id)
-        }
+        agent?.request(.holdsNow(HoldReport(HoldOwner(.audio), playing.map {
+            HoldClaim(key: $0.description, who: $0.description, why: "playing audio")
+        })))
     }
 
     private func installCallbacks() {

@@ -9,6 +9,11 @@ final class BusConnection: EventSource {
     let name: String
     private let onLost: (Int32) -> Void
     private(set) var isFinished = false
+    /// Messages left after a turn's share: the loop comes back at once, after the
+    /// other sources (the deadline among them) have had their turn.
+    private var morePending = false
+    /// Messages handled per turn of the loop.
+    static let messagesPerTurn: Int32 = 64
 
     init(bus: OpaquePointer, name: String, onLost: @escaping (Int32) -> Void) {
         self.bus = bus
@@ -22,6 +27,7 @@ final class BusConnection: EventSource {
 
     var deadline: MonotonicInstant? {
         guard !isFinished else { return nil }
+        if morePending { return MonotonicInstant(.zero) }
         let usec = xil_bus_timeout(bus)
         return usec == UInt64.max ? nil : MonotonicInstant(.ms(Int64(clamping: usec / 1000)))
     }
@@ -36,17 +42,12 @@ final class BusConnection: EventSource {
     func dispatch(_ events: PollEvents) { process() }
 
     private func process() {
-        let r = xil_bus_process(bus)
+        let r = xil_bus_process(bus, BusConnection.messagesPerTurn)
+        morePending = r > 0
         guard r < 0, !isFinished else { return }
         isFinished = true
         xil_bus_close(bus)
         onLost(-r)
-    }
-
-    func close() {
-        guard !isFinished else { return }
-        isFinished = true
-        xil_bus_close(bus)
     }
 }
 

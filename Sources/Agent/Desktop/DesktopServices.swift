@@ -4,24 +4,16 @@ import IdleCore
 
 /// What the desktop services need from the agent.
 protocol DesktopAgent: AnyObject {
-    func perform(_ event: Event)
-    /// Adds an inhibitor from a bus; returns its id (also the ScreenSaver cookie).
-    func addInhibitor(source: InhibitorSource, who: String, why: String) -> Int
-    func removeInhibitor(id: Int)
+    @discardableResult func perform(_ event: Event) -> Answer?
+    /// A report or a client's request, with the idle time brought up to date first.
+    @discardableResult func request(_ event: Event) -> Answer?
     /// The locker holds the screen (org.freedesktop.ScreenSaver's "active").
     var screenCovered: Bool { get }
     var lockedFor: Millis? { get }
     var idleTime: Millis { get }
+    /// What logind was last told (LockedHint, IdleHint): told again to a new connection.
+    var hints: (locked: Bool, idle: Bool) { get }
     func addSource(_ source: EventSource)
-}
-
-/// Which logind idle inhibitors hold the stages off.
-public enum LogindInhibitorPolicy: String, Sendable, CaseIterable {
-    /// This user's own (a shared workstation must not be kept open by a system
-    /// service or another user); the others are shown, not honoured.
-    case own
-    case all
-    case none
 }
 
 /// The desktop's buses: org.freedesktop.ScreenSaver served on the session bus (for
@@ -33,7 +25,6 @@ final class DesktopServices {
         var serveScreenSaver = true
         var useLogind = true
         var lockBeforeSleep = true
-        var logindInhibitors = LogindInhibitorPolicy.own
     }
 
     private weak var agent: DesktopAgent?
@@ -47,12 +38,13 @@ final class DesktopServices {
     private(set) var sleepDelay: Int32 = -1
     private(set) var sleepPending = false
     private var delayLimit = Millis.seconds(5)
-    /// ScreenSaver cookies (inhibitor ids) that are ours to end.
-    private var screenSaverInhibitors: Set<Int> = []
-    /// logind idle inhibitors honoured, by "who|why|uid|pid", and their inhibitor ids.
-    private var logindInhibitors: [String: Int] = [:]
-    /// Idle inhibitors of other users or services: shown, not honoured.
-    private(set) var ignoredLogindInhibitors: [(who: String, why: String, uid: UInt32, pid: UInt32)] = []
+    /// logind's idle inhibitors as the answer to ListInhibitors tells them, while it comes.
+    private var listedIdleInhibitors: [HoldClaim] = []
+    /// Signals that claimed to be logind's from another sender: dropped, counted, and
+    /// logged at most once a minute.
+    private(set) var forgedSignals = 0
+    private var forgedLoggedAt: MonotonicInstant?
+    private var forgedSinceLogged = 0
     private var ownsScreenSaverName = false
     /// What ActiveChanged last said.
     private var screenSaverActive = false
@@ -73,15 +65,17 @@ final class DesktopServices {
     }
 
     /// Loads libsystemd and connects both buses. Without libsystemd the agent runs on
-    /// without the buses.
-    func start() {
+    /// without the buses. Each bus in `awaiting` tells the machine when it has said
+    /// what it holds at start.
+    func start(awaiting: Set<InhibitorSource>) {
         var error = [CChar](repeating: 0, count: 256)
         guard xil_bus_load(&error, error.count) == 0 else {
             Log.write(.warning, "D-Bus is not available (\(String(nulTerminated: error))): no lock before sleep, no org.freedesktop.ScreenSaver; locking goes on")
+            for source in [InhibitorSource.dbus, .logind] where awaiting.contains(source) { agent?.perform(.sourceReady(source)) }
             return
         }
         if settings.serveScreenSaver { connectSession() }
-        if settings.useLogind { connectSystem() }
+        if settings.useLogind { connectSystem() } else if awaiting.contains(.logind) { agent?.perform(.sourceReady(.logind)) }
     }
 
     // MARK: Connections
@@ -105,20 +99,30 @@ final class DesktopServices {
             ownsScreenSaverName = false
             sayOnce("lost-session", .warning, "lost the session bus (\(String(cString: strerror(code)))): org.freedesktop.ScreenSaver is not served until it is back; locking goes on")
             // Its callers can no longer end their inhibitors: they end now (fail closed).
-            endScreenSaverInhibitors()
+            xil_screensaver_forget_callers()
+            agent?.request(.sourceLost(.dbus))
             lost("session", 0)
-        }) else { return }
+        }) else {
+            agent?.perform(.sourceReady(.dbus))
+            return
+        }
         session = connection
         var owner: UInt32 = 0
         let r = xil_screensaver_serve(connection.bus, callbacks, &owner)
         if r == 1 {
             ownsScreenSaverName = true
             Log.write(.info, "serving org.freedesktop.ScreenSaver on the session bus (browsers and players can hold the lock off)")
+            // Browsers and players take their inhibitors again once they see the name
+            // appear: the first stage gives them a moment (within the start's wait).
+            agent?.addSource(RetryTimer(at: SystemClock.now().monotonic + .seconds(1)) { [unowned self] in
+                agent?.perform(.sourceReady(.dbus))
+            })
         } else if r == 0 {
             Log.write(.warning, "org.freedesktop.ScreenSaver is owned by another program (pid \(owner), \(processName(pid_t(owner)))): its inhibitors are not seen by xidlelock")
         } else {
             Log.write(.warning, "cannot serve org.freedesktop.ScreenSaver: \(String(cString: strerror(-r)))")
         }
+        if r != 1 { agent?.perform(.sourceReady(.dbus)) }
         agent?.addSource(connection)
     }
 
@@ -129,9 +133,16 @@ final class DesktopServices {
             sleepPending = false
             sayOnce("lost-system", .warning, "lost the system bus (\(String(cString: strerror(code)))): no lock before sleep until it is back; locking goes on")
             // What logind held off can no longer be seen to end: it ends now (fail closed).
-            endLogindHolds()
+            agent?.request(.sourceLost(.logind))
+            if sessionInactive {
+                Log.write(.info, "without logind the session counts as active")
+                sessionActive(true)
+            }
             lost("system", 0)
-        }) else { return }
+        }) else {
+            agent?.perform(.sourceReady(.logind))
+            return
+        }
         system = connection
         let bus = connection.bus
         let id = getenv("XDG_SESSION_ID").map { String(cString: $0) }
@@ -146,37 +157,25 @@ final class DesktopServices {
         }
         let r = xil_logind_watch(bus, callbacks, sessionPath)
         if r < 0 { Log.write(.warning, "cannot watch logind: \(String(cString: strerror(-r)))") }
+        let owner = String(cString: xil_logind_owner())
+        if owner.isEmpty { Log.write(.warning, "nobody owns org.freedesktop.login1 on the system bus: no signal claiming to be logind's is taken") }
         delayLimit = Millis(Int64(xil_logind_delay_max_usec(bus) / 1000))
         if settings.lockBeforeSleep { takeSleepDelay() }
         // Both ways: a session left inactive before a reconnection may be active now.
         if let sessionPath {
             let active = xil_logind_session_active(bus, sessionPath)
             if active >= 0 { sessionActive(active != 0) }
+            // What the machine told logind while it could not be told (a lock made at
+            // start, before the session was known; a reconnection).
+            if let hints = agent?.hints {
+                if hints.locked { hint(XIL_LOCKED_HINT, true) }
+                if hints.idle { hint(XIL_IDLE_HINT, true) }
+            }
         }
-        refreshIdleInhibitors()
+        // Its answer is logind's report for the start's wait.
+        listedIdleInhibitors = []
+        if xil_logind_list_idle_inhibitors(bus) < 0 { agent?.perform(.sourceReady(.logind)) }
         agent?.addSource(connection)
-    }
-
-    /// The loss of the session bus: its inhibitors end with it.
-    private func endScreenSaverInhibitors() {
-        for id in screenSaverInhibitors.sorted() {
-            xil_screensaver_forget(UInt32(truncatingIfNeeded: id))
-            Log.write(.info, "ScreenSaver inhibitor \(id) ends with the session bus")
-            agent?.removeInhibitor(id: id)
-        }
-        screenSaverInhibitors = []
-    }
-
-    /// The loss of the system bus: logind's idle inhibitors and the inactive session
-    /// no longer hold the stages off.
-    private func endLogindHolds() {
-        for (_, id) in logindInhibitors.sorted(by: { $0.value < $1.value }) { agent?.removeInhibitor(id: id) }
-        logindInhibitors = [:]
-        ignoredLogindInhibitors = []
-        if sessionInactive {
-            Log.write(.info, "without logind the session counts as active")
-            sessionActive(true)
-        }
     }
 
     /// Tries again later (5 s, doubling to 5 min). A failure to connect is logged once
@@ -234,17 +233,17 @@ final class DesktopServices {
             if sleepDelay >= 0 { Log.debug("releasing the sleep delay") }
             releaseSleepDelay()
         case .setLockedHint(let locked):
-            hint("SetLockedHint", locked)
+            hint(XIL_LOCKED_HINT, locked)
         case .setIdleHint(let idle):
-            hint("SetIdleHint", idle)
+            hint(XIL_IDLE_HINT, idle)
         default:
             break
         }
     }
 
-    private func hint(_ method: String, _ value: Bool) {
+    private func hint(_ which: xil_hint, _ value: Bool) {
         guard let system, let sessionPath else { return }
-        _ = xil_logind_session_hint(system.bus, callbacks, sessionPath, method, value ? 1 : 0)
+        _ = xil_logind_session_hint(system.bus, callbacks, sessionPath, which, value ? 1 : 0)
     }
 
     /// Announcements the session bus hears of: ActiveChanged when the screen is
@@ -271,37 +270,47 @@ final class DesktopServices {
             ("system_bus", .bool(system != nil)),
             ("logind_session", sessionPath.map { .string($0) } ?? .null),
             ("sleep_delay_held", .bool(sleepDelay >= 0)),
-            ("ignored_idle_inhibitors", .array(ignoredLogindInhibitors.map { i in
-                .object([("who", .string(ClientText.sanitized(i.who))), ("why", .string(ClientText.sanitized(i.why))),
-                         ("uid", .number(Double(i.uid))), ("pid", .number(Double(i.pid)))])
-            })),
+            ("logind_owner", system == nil ? .null : .string(String(cString: xil_logind_owner()))),
+            ("forged_signals", .number(Double(forgedSignals))),
         ]
     }
 
     // MARK: What the desktop tells the agent
 
-    fileprivate func inhibit(app: String, reason: String, sender: String, pid: UInt32) -> UInt32 {
-        guard let agent else { return 0 }
-        let name = processName(pid_t(pid))
-        let who = ClientText.sanitized("\(app) (pid \(pid) \(name), \(sender))")
-        let id = agent.addInhibitor(source: .dbus, who: who, why: ClientText.sanitized(reason))
-        guard id > 0 else { return 0 }
-        screenSaverInhibitors.insert(id)
-        return UInt32(truncatingIfNeeded: id)
+    /// The real caller, as the bus vouches for it, apart from what it says of itself.
+    private static func caller(_ sender: String, pid: UInt32) -> String {
+        ClientText.sanitized(pid == 0 ? "\(sender) (pid unknown)" : "pid \(pid) (\(processName(pid_t(pid)))), \(sender)")
     }
 
-    fileprivate func uninhibit(cookie: UInt32) -> Bool {
-        let id = Int(cookie)
-        guard screenSaverInhibitors.remove(id) != nil else { return false }
-        agent?.removeInhibitor(id: id)
-        return true
+    fileprivate func inhibit(app: String, reason: String, sender: String, pid: UInt32) -> Answer? {
+        // The caller's own words are bounded on their own: however long, they never
+        // push the real caller out of status, the log or the audit.
+        let why = ClientText.sanitized(app, maxBytes: 64) + (reason.isEmpty ? "" : ": " + ClientText.sanitized(reason, maxBytes: 160))
+        return agent?.request(.holdAsked(HoldOwner(.dbus, sender), HoldClaim(key: "", who: Self.caller(sender, pid: pid), why: why)))
     }
 
-    fileprivate func callerGone(cookie: UInt32) {
-        let id = Int(cookie)
-        guard screenSaverInhibitors.remove(id) != nil else { return }
-        Log.write(.info, "the caller of ScreenSaver inhibitor \(id) left the bus: the inhibitor ends")
-        agent?.removeInhibitor(id: id)
+    fileprivate func uninhibit(sender: String, cookie: UInt32) -> Bool {
+        agent?.request(.holdReleased(HoldOwner(.dbus, sender), id: Int(cookie))) == .done
+    }
+
+    fileprivate func callerGone(_ sender: String) {
+        agent?.request(.ownerGone(HoldOwner(.dbus, sender)))
+    }
+
+    fileprivate func simulateActivity(sender: String) -> Answer? {
+        agent?.request(.reset(from: .dbus, by: "SimulateUserActivity from \(sender)"))
+    }
+
+    /// A signal that claimed to be logind's came from someone else: any local user can
+    /// send one straight to this connection. Dropped; logged at most once a minute.
+    fileprivate func forged(sender: String, what: String) {
+        forgedSignals += 1
+        forgedSinceLogged += 1
+        let now = SystemClock.now().monotonic
+        if let last = forgedLoggedAt, now - last < .minutes(1) { return }
+        forgedLoggedAt = now
+        Log.write(.warning, "dropped \(forgedSinceLogged) signal\(forgedSinceLogged == 1 ? "" : "s") claiming to be logind's (the last: \(ClientText.sanitized(what, maxBytes: 64)) from \(ClientText.sanitized(sender, maxBytes: 64)), not logind's \(String(cString: xil_logind_owner()))): another local program may be trying to stop the lock (said at most once a minute; status counts them)")
+        forgedSinceLogged = 0
     }
 
     fileprivate func prepareForSleep(_ starting: Bool) {
@@ -330,66 +339,44 @@ final class DesktopServices {
         agent?.perform(.sessionActive(active))
     }
 
-    fileprivate func blockInhibited(_ what: String) {
-        refreshIdleInhibitors(hint: what)
+    fileprivate func idleInhibitor(who: String, why: String, uid: UInt32, pid: UInt32) {
+        // Bounded: a listing is logind's, but its entries are anybody's words.
+        guard listedIdleInhibitors.count < HoldLimits.total else { return }
+        listedIdleInhibitors.append(HoldClaim(key: "\(who)|\(why)|\(uid)|\(pid)",
+                                              who: ClientText.sanitized("\(who) (pid \(pid), uid \(uid), logind)"),
+                                              why: ClientText.sanitized(why), uid: uid))
     }
 
-    /// Follows logind's idle inhibitors: ListInhibitors says who; the policy says whose count.
-    private func refreshIdleInhibitors(hint: String? = nil) {
-        guard let system, let agent else { return }
-        final class Found {
-            var entries: [(who: String, why: String, uid: UInt32, pid: UInt32)] = []
+    /// Whose inhibitors count (`--logind-inhibitors`) is the machine's to decide.
+    fileprivate func idleInhibitorsListed(error: Int32) {
+        defer { listedIdleInhibitors = [] }
+        if error < 0 {
+            Log.debug("cannot list logind's inhibitors: \(String(cString: strerror(-error)))")
+            agent?.perform(.sourceReady(.logind))
+            return
         }
-        let found = Found()
-        if hint == nil || hint!.split(separator: ":").contains("idle") {
-            let r = xil_logind_idle_inhibitors(system.bus, { context, who, why, uid, pid in
-                let found = Unmanaged<Found>.fromOpaque(context!).takeUnretainedValue()
-                found.entries.append((String(cString: who!), String(cString: why!), uid, pid))
-            }, Unmanaged.passUnretained(found).toOpaque())
-            if r < 0 { Log.debug("cannot list logind's inhibitors: \(String(cString: strerror(-r)))") }
-        }
-        let me = getuid()
-        var honoured: [String: (who: String, why: String, uid: UInt32, pid: UInt32)] = [:]
-        var ignored: [(who: String, why: String, uid: UInt32, pid: UInt32)] = []
-        for entry in found.entries {
-            let counts = switch settings.logindInhibitors {
-            case .all: true
-            case .own: entry.uid == me
-            case .none: false
-            }
-            if counts {
-                honoured["\(entry.who)|\(entry.why)|\(entry.uid)|\(entry.pid)"] = entry
-            } else {
-                ignored.append(entry)
-            }
-        }
-        for (key, id) in logindInhibitors where honoured[key] == nil {
-            logindInhibitors[key] = nil
-            agent.removeInhibitor(id: id)
-        }
-        for (key, entry) in honoured where logindInhibitors[key] == nil {
-            let who = ClientText.sanitized("\(entry.who) (pid \(entry.pid), uid \(entry.uid), logind)")
-            logindInhibitors[key] = agent.addInhibitor(source: .logind, who: who, why: ClientText.sanitized(entry.why))
-        }
-        for entry in ignored where !ignoredLogindInhibitors.contains(where: { $0 == entry }) {
-            Log.write(.warning, "logind idle inhibitor of uid \(entry.uid) (\(ClientText.sanitized(entry.who)), pid \(entry.pid): \(ClientText.sanitized(entry.why))) is not honoured (--logind-inhibitors \(settings.logindInhibitors.rawValue))")
-        }
-        ignoredLogindInhibitors = ignored
+        agent?.request(.holdsNow(HoldReport(HoldOwner(.logind), listedIdleInhibitors)))
     }
 
     private func installCallbacks() {
-        callbacks.pointee.inhibit = { context, app, reason, sender, pid in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue()
+        callbacks.pointee.inhibit = { context, app, reason, sender, pid, refusal, size in
+            let answer = Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue()
                 .inhibit(app: String(cString: app!), reason: String(cString: reason!), sender: String(cString: sender!), pid: pid)
+            if case .granted(let id)? = answer { return UInt32(truncatingIfNeeded: id) }
+            if case .refused(let why)? = answer { copy(why, to: refusal, size: size) }
+            return 0
         }
-        callbacks.pointee.uninhibit = { context, cookie in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().uninhibit(cookie: cookie) ? 0 : -1
+        callbacks.pointee.uninhibit = { context, sender, cookie in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().uninhibit(sender: String(cString: sender!), cookie: cookie) ? 0 : -1
         }
-        callbacks.pointee.caller_gone = { context, cookie in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().callerGone(cookie: cookie)
+        callbacks.pointee.caller_gone = { context, sender in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().callerGone(String(cString: sender!))
         }
-        callbacks.pointee.simulate_activity = { context in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.perform(.reset)
+        callbacks.pointee.simulate_activity = { context, sender, refusal, size in
+            let answer = Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().simulateActivity(sender: String(cString: sender!))
+            guard case .refused(let why)? = answer else { return 0 }
+            copy(why, to: refusal, size: size)
+            return -1
         }
         callbacks.pointee.lock = { context, who in
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.perform(.lockRequest(from: String(cString: who!)))
@@ -414,11 +401,26 @@ final class DesktopServices {
         callbacks.pointee.session_active = { context, active in
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().sessionActive(active != 0)
         }
-        callbacks.pointee.block_inhibited = { context, what in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().blockInhibited(String(cString: what!))
+        callbacks.pointee.idle_inhibitor = { context, who, why, uid, pid in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue()
+                .idleInhibitor(who: String(cString: who!), why: String(cString: why!), uid: uid, pid: pid)
+        }
+        callbacks.pointee.idle_inhibitors_listed = { context, error in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().idleInhibitorsListed(error: error)
+        }
+        callbacks.pointee.forged = { context, sender, what in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().forged(sender: String(cString: sender!), what: String(cString: what!))
         }
         callbacks.pointee.log = { _, level, message in Log.fromLibrary(level, message) }
     }
+}
+
+/// Copies text into a C caller's buffer, cut to fit and NUL-terminated.
+private func copy(_ text: String, to buffer: UnsafeMutablePointer<CChar>?, size: Int) {
+    guard let buffer, size > 0 else { return }
+    let bytes = Array(text.utf8.prefix(size - 1))
+    for (k, byte) in bytes.enumerated() { buffer[k] = CChar(bitPattern: byte) }
+    buffer[bytes.count] = 0
 }
 
 extension String {

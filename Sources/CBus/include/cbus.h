@@ -11,23 +11,31 @@
 
 typedef struct sd_bus sd_bus;
 
-/* What the buses tell the agent. Every callback gets `context`. */
+/* What the buses tell the agent. Every callback gets `context`. A caller is named
+ * by its unique name on the bus (":1.42"), which the bus vouches for. */
 struct xil_desktop_callbacks {
     void *context;
-    /* org.freedesktop.ScreenSaver */
-    uint32_t (*inhibit)(void *context, const char *app, const char *reason, const char *sender, uint32_t pid);
-    int (*uninhibit)(void *context, uint32_t cookie);          /* 0, or -1 for an unknown cookie */
-    void (*caller_gone)(void *context, uint32_t cookie);      /* an inhibitor's caller left the bus */
-    void (*simulate_activity)(void *context);
+    /* org.freedesktop.ScreenSaver. inhibit: a cookie, or 0 with the reason in `refusal`
+     * (pid 0: unknown). uninhibit: 0, or -1 when `sender` holds no such cookie.
+     * simulate_activity: 0, or -1 with the reason. */
+    uint32_t (*inhibit)(void *context, const char *app, const char *reason, const char *sender, uint32_t pid,
+                        char *refusal, size_t size);
+    int (*uninhibit)(void *context, const char *sender, uint32_t cookie);
+    void (*caller_gone)(void *context, const char *sender);   /* a caller left the bus */
+    int (*simulate_activity)(void *context, const char *sender, char *refusal, size_t size);
     void (*lock)(void *context, const char *who);
     int (*get_active)(void *context);
     uint32_t (*active_seconds)(void *context);
     uint32_t (*idle_seconds)(void *context);
-    /* logind */
+    /* logind: only what came from the current owner of org.freedesktop.login1. */
     void (*prepare_for_sleep)(void *context, int starting);
     void (*session_lock)(void *context, int lock);             /* Lock = 1, Unlock = 0 */
     void (*session_active)(void *context, int active);
-    void (*block_inhibited)(void *context, const char *what);
+    /* The idle inhibitors in block mode, one call each, then listed (0 or -errno). */
+    void (*idle_inhibitor)(void *context, const char *who, const char *why, uint32_t uid, uint32_t pid);
+    void (*idle_inhibitors_listed)(void *context, int error);
+    /* A signal that claimed to be logind's came from another connection: dropped. */
+    void (*forged)(void *context, const char *sender, const char *what);
     void (*log)(void *context, int level, const char *message); /* 0 debug .. 3 error */
 };
 
@@ -43,15 +51,17 @@ int xil_bus_fd(sd_bus *bus);
 int xil_bus_events(sd_bus *bus);
 /* Absolute CLOCK_MONOTONIC µs by which to call xil_bus_process, UINT64_MAX for none. */
 uint64_t xil_bus_timeout(sd_bus *bus);
-/* Processes everything pending. 0, or -errno when the connection is lost. */
-int xil_bus_process(sd_bus *bus);
+/* Processes at most `budget` messages: a flood never keeps the loop from its
+ * deadlines. 0 when nothing is left, 1 when more may be pending (call again
+ * without waiting), -errno when the connection is lost. */
+int xil_bus_process(sd_bus *bus, int budget);
 
 /* Serves org.freedesktop.ScreenSaver at /org/freedesktop/ScreenSaver and
  * /ScreenSaver. 1: the name is ours; 0: another program owns it (its pid, or 0,
  * in *owner_pid); <0: -errno. `callbacks` must outlive the bus. */
 int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, uint32_t *owner_pid);
-/* Forgets the caller watch of an inhibitor (after UnInhibit from Swift's side). */
-void xil_screensaver_forget(uint32_t cookie);
+/* Forgets every caller (the session bus is lost: their holds end with it). */
+void xil_screensaver_forget_callers(void);
 /* Emits ActiveChanged(b) on both paths. */
 void xil_screensaver_active_changed(sd_bus *bus, int active);
 
@@ -59,18 +69,23 @@ void xil_screensaver_active_changed(sd_bus *bus, int active);
  * with id NULL, the user's display session); 0 or -errno. */
 int xil_logind_session_path(sd_bus *bus, const char *session_id, char *path, size_t size);
 /* Watches PrepareForSleep, the session's Lock/Unlock and Active, and the
- * manager's BlockInhibited. `session_path` may be NULL. 0 or -errno. */
+ * manager's BlockInhibited, taken only from the current owner of
+ * org.freedesktop.login1 (followed through NameOwnerChanged). `session_path` may
+ * be NULL. 0 or -errno. */
 int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, const char *session_path);
+/* The unique name that owns org.freedesktop.login1 now ("" for none). */
+const char *xil_logind_owner(void);
 /* Takes a sleep delay inhibitor: its fd (close-on-exec), or -errno. */
 int xil_logind_sleep_delay(sd_bus *bus, const char *who, const char *why);
 /* InhibitDelayMaxUSec, or 5 s if it cannot be read. */
 uint64_t xil_logind_delay_max_usec(sd_bus *bus);
-/* Calls Session.<method>(b) without waiting for the answer (SetLockedHint, SetIdleHint). */
+enum xil_hint { XIL_LOCKED_HINT, XIL_IDLE_HINT };
+/* Calls Session.SetLockedHint or SetIdleHint(b) without waiting for the answer. */
 int xil_logind_session_hint(sd_bus *bus, const struct xil_desktop_callbacks *callbacks,
-                            const char *session_path, const char *method, int value);
+                            const char *session_path, enum xil_hint which, int value);
 /* The session's Active property: 1, 0, or -errno. */
 int xil_logind_session_active(sd_bus *bus, const char *session_path);
-/* The idle inhibitors in block mode: `each` is called for every one. Their count, or -errno. */
-int xil_logind_idle_inhibitors(sd_bus *bus, void (*each)(void *context, const char *who, const char *why,
-                                                         uint32_t uid, uint32_t pid), void *context);
+/* Asks for the idle inhibitors without waiting: the answer comes through the
+ * callbacks idle_inhibitor and idle_inhibitors_listed. 0 or -errno. */
+int xil_logind_list_idle_inhibitors(sd_bus *bus);
 #endif

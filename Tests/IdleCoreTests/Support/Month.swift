@@ -347,7 +347,7 @@ struct MonthSimulation {
             case .terminate(let role):
                 check(role != .locker, "the locker was terminated")
                 terminated(role)
-            case .log, .announce, .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner:
+            case .log, .announce, .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer:
                 break
             case .probeKeyboard:
                 // The edge answers at once: a running locker grabs the keyboard within

@@ -17,11 +17,11 @@ struct Story {
     /// Not zero, and boottime ahead of monotonic, so that mixing the two clocks shows.
     static let origin = Instant(monotonic: .seconds(5_000), boottime: .seconds(5_123))
 
-    init(_ config: AgentConfig, idleAtStart: Millis = .zero) {
+    init(_ config: AgentConfig, idleAtStart: Millis = .zero, awaiting: Set<InhibitorSource> = []) {
         clock = Story.origin
         machine = IdleMachine(config: config, now: clock)
         serverActivity = clock.monotonic - idleAtStart
-        send(.start(serverIdle: idleAtStart))
+        send(.start(serverIdle: idleAtStart, awaiting: awaiting))
     }
 
     /// A story for the agent as started with these flags, its locker `lock-screen`.

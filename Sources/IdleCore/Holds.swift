@@ -1,0 +1,289 @@
+/// Holds: whatever may keep the stages from firing (inhibitors of every source, a
+/// disable), and the one gate that decides whether it does. Sources only report what
+/// they see; who may hold the lock off, how many, how often and for how long is
+/// decided here and nowhere else.
+
+/// Who holds: one client of one source.
+public struct HoldOwner: Hashable, Sendable, CustomStringConvertible {
+    public var source: InhibitorSource
+    /// A D-Bus unique name, a control connection; "" for a source with one voice
+    /// (the X server, logind, the window manager, the sound server, the corners).
+    public var client: String
+
+    public init(_ source: InhibitorSource, _ client: String = "") {
+        self.source = source
+        self.client = client
+    }
+
+    public var description: String { client.isEmpty ? source.rawValue : "\(source.rawValue) client \(client)" }
+}
+
+/// One hold as its source sees it.
+public struct HoldClaim: Equatable, Sendable {
+    /// Unique within its owner: the same key in the next report is the same hold.
+    public var key: String
+    /// The real caller, as the agent verified it (pid, process, connection).
+    public var who: String
+    /// What the caller said (its application name, its reason): never mixed into `who`.
+    public var why: String
+    /// Ends by itself this long after it is admitted (`xidlelock inhibit --for`).
+    public var span: Millis?
+    /// The user the hold belongs to, where the source tells (logind's inhibitors).
+    public var uid: UInt32?
+
+    public init(key: String, who: String, why: String, span: Millis? = nil, uid: UInt32? = nil) {
+        self.key = key
+        self.who = who
+        self.why = why
+        self.span = span
+        self.uid = uid
+    }
+}
+
+/// Everything one owner holds now.
+public struct HoldReport: Equatable, Sendable {
+    public var owner: HoldOwner
+    public var claims: [HoldClaim]
+
+    public init(_ owner: HoldOwner, _ claims: [HoldClaim]) {
+        self.owner = owner
+        self.claims = claims
+    }
+}
+
+/// What one client, or all of them, can make the agent keep: a flood is refused
+/// early, cheaply and quietly, and never delays a lock.
+public enum HoldLimits {
+    /// Holds one client may have at once (a browser takes one per playing tab).
+    public static let perClient = 32
+    public static let total = 256
+    /// New holds one client may take: a burst, then one a second.
+    static let clientBurst = 20
+    static let clientRefill = Millis.seconds(1)
+    /// New holds of all clients together: a burst, then five a second.
+    static let allBurst = 60
+    static let allRefill = Millis.ms(200)
+    /// How long the first stage waits at most for the sources to say what they hold.
+    public static let startupWait = Millis.seconds(2)
+    /// Owners whose refusals were logged, remembered at most (then forgotten and said again).
+    static let refusalsRemembered = 4096
+    /// Refusals logged for one client or source; the rest are counted in status only.
+    static let refusalsLoggedPerClient = 5
+}
+
+/// A rate: `capacity` at once, then one per `refill`.
+struct TokenBucket: Sendable {
+    let capacity: Int
+    let refill: Millis
+    private(set) var tokens: Int
+    private var at: BoottimeInstant
+
+    init(capacity: Int, refill: Millis, at now: BoottimeInstant) {
+        self.capacity = capacity
+        self.refill = refill
+        tokens = capacity
+        at = now
+    }
+
+    mutating func take(at now: BoottimeInstant) -> Bool {
+        let earned = Swift.max((now - at).value / refill.value, 0)
+        if earned > 0 {
+            tokens = Int(Swift.min(Int64(capacity), Int64(tokens) + earned))
+            at = tokens == capacity ? now : at + Millis(earned * refill.value)
+        }
+        guard tokens > 0 else { return false }
+        tokens -= 1
+        return true
+    }
+}
+
+/// The hold bookkeeping the machine keeps besides the inhibitors themselves.
+struct HoldBook: Sendable {
+    /// Inhibitor ids: drawn at random, so that no client can guess another's cookie.
+    var ids: SplitMix64
+    /// Sources that have not yet said what they hold at start, and until when the
+    /// first stage waits for them.
+    var awaiting: Set<InhibitorSource> = []
+    var awaitingUntil: BoottimeInstant?
+    /// Reported holds that were refused, by owner and key, with the reason: not tried
+    /// (nor logged) again while reported, and shown in status.
+    var refused: [HoldOwner: [String: (claim: HoldClaim, reason: String)]] = [:]
+    /// Refusals logged, by owner: a few each, then quiet.
+    var refusalsLogged: [HoldOwner: Int] = [:]
+    var clientRates: [HoldOwner: TokenBucket] = [:]
+    var allRate: TokenBucket?
+    /// The policy's max-inhibit: when holding began in this idle period (the budget
+    /// runs from there), and whether it ran out (nothing holds until input).
+    var heldSince: BoottimeInstant?
+    var budgetSpent = false
+
+    init(seed: UInt64) { ids = SplitMix64(seed: seed) }
+
+    mutating func forget(_ owners: (HoldOwner) -> Bool) {
+        refused = refused.filter { !owners($0.key) }
+        refusalsLogged = refusalsLogged.filter { !owners($0.key) }
+        clientRates = clientRates.filter { !owners($0.key) }
+    }
+
+    mutating func newID(avoiding inhibitors: [Inhibitor]) -> Int {
+        while true {
+            // 31 bits: a D-Bus cookie (uint32), never 0, and a JSON number without loss.
+            let id = Int(ids.next() & 0x7fff_ffff)
+            if id != 0, !inhibitors.contains(where: { $0.id == id }) { return id }
+        }
+    }
+}
+
+extension IdleMachine {
+    /// The gate: whether a new hold of `owner` may hold the stages off now; nil when
+    /// it may, else why not.
+    mutating func refusal(of owner: HoldOwner, _ claim: HoldClaim, _ now: Instant) -> String? {
+        if let refusal = config.refusal(for: owner.source) { return refusal }
+        if owner.source == .logind, let uid = claim.uid {
+            switch config.logindInhibitors {
+            case .all: break
+            case .own where uid == config.userID: break
+            case .own: return "it belongs to another user (uid \(uid)); --logind-inhibitors own"
+            case .none: return "--logind-inhibitors none"
+            }
+        }
+        if let max = config.maxInhibit, holds.budgetSpent {
+            return "the policy's max-inhibit (\(max)) is used up until the user is back"
+        }
+        if inhibitors.count { $0.owner == owner } >= HoldLimits.perClient {
+            return "\(HoldLimits.perClient) holds already from this client, the most one may have"
+        }
+        if inhibitors.count >= HoldLimits.total {
+            return "\(HoldLimits.total) holds already, the most the agent keeps"
+        }
+        var client = holds.clientRates[owner]
+            ?? TokenBucket(capacity: HoldLimits.clientBurst, refill: HoldLimits.clientRefill, at: now.boottime)
+        var all = holds.allRate ?? TokenBucket(capacity: HoldLimits.allBurst, refill: HoldLimits.allRefill, at: now.boottime)
+        defer {
+            holds.clientRates[owner] = client
+            holds.allRate = all
+        }
+        if !client.take(at: now.boottime) { return "too many new holds from this client: at most one a second" }
+        if !all.take(at: now.boottime) { return "too many new holds: at most five a second" }
+        return nil
+    }
+
+    /// Admits one hold through the gate, or refuses it (said once per owner).
+    mutating func admit(_ claim: HoldClaim, of owner: HoldOwner, _ now: Instant, _ out: inout [Action]) -> Answer {
+        if let refusal = refusal(of: owner, claim, now) {
+            if holds.refusalsLogged.count >= HoldLimits.refusalsRemembered { holds.refusalsLogged = [:] }
+            let logged = holds.refusalsLogged[owner, default: 0]
+            if logged < HoldLimits.refusalsLoggedPerClient {
+                holds.refusalsLogged[owner] = logged + 1
+                let last = logged + 1 == HoldLimits.refusalsLoggedPerClient
+                out.append(.log(.warning, "not honoured: a hold of \(claim.who) (\(owner.source.rawValue))"
+                    + (claim.why.isEmpty ? "" : " for \(claim.why)") + ": \(refusal)"
+                    + (last ? "; further refusals of this \(owner.client.isEmpty ? "source" : "client") are not logged" : "")))
+            }
+            return .refused(refusal)
+        }
+        let until = claim.span.map { now.boottime + $0 }
+        let inhibitor = Inhibitor(id: holds.newID(avoiding: inhibitors), who: claim.who, why: claim.why, until: until,
+                                  source: owner.source, client: owner.client, key: claim.key)
+        beginHolding(now)
+        inhibitors.append(inhibitor)
+        inhibitorSince[inhibitor.id] = now.boottime
+        let span = until.map { "for \($0 - now.boottime)" } ?? owner.source.lasts
+        let bound = holdBudgetEnds.map { "; every hold ends in \($0 - now.boottime) at the latest without input (the policy's max-inhibit)" } ?? ""
+        out.append(.log(.info, "inhibited by \(inhibitor.who) \(span)\(inhibitor.why.isEmpty ? "" : ": \(inhibitor.why)")\(bound)"))
+        out.append(.announce(.inhibited(inhibitor)))
+        return .granted(id: inhibitor.id)
+    }
+
+    /// A hold or a disable begins: the policy's max-inhibit runs from the first one
+    /// since the user was last there, however many follow.
+    mutating func beginHolding(_ now: Instant) {
+        if holds.heldSince == nil { holds.heldSince = now.boottime }
+    }
+
+    /// What one owner holds now: new claims are admitted first, so that a change of
+    /// who holds leaves no gap; claims no longer reported end.
+    mutating func holdsNow(_ report: HoldReport, _ now: Instant, _ out: inout [Action]) {
+        let owner = report.owner
+        sourceReported(owner.source, now, &out)
+        let keys = Set(report.claims.map(\.key))
+        var refused = (holds.refused[owner] ?? [:]).filter { keys.contains($0.key) }
+        for claim in report.claims where refused[claim.key] == nil
+            && !inhibitors.contains(where: { $0.owner == owner && $0.key == claim.key }) {
+            if case .refused(let reason) = admit(claim, of: owner, now, &out) { refused[claim.key] = (claim, reason) }
+        }
+        holds.refused[owner] = refused.isEmpty ? nil : refused
+        while let k = inhibitors.firstIndex(where: { $0.owner == owner && !keys.contains($0.key) }) {
+            endInhibitor(at: k, now, &out)
+        }
+    }
+
+    /// The owner ends one of its holds; another owner's is not its to end.
+    mutating func holdReleased(_ owner: HoldOwner, id: Int, _ now: Instant, _ out: inout [Action]) -> Answer {
+        guard let k = inhibitors.firstIndex(where: { $0.id == id && $0.owner == owner }) else {
+            return .refused("no hold \(id) of this client")
+        }
+        endInhibitor(at: k, now, &out)
+        return .done
+    }
+
+    mutating func ownerGone(_ owner: HoldOwner, _ now: Instant, _ out: inout [Action]) {
+        while let k = inhibitors.firstIndex(where: { $0.owner == owner }) { endInhibitor(at: k, now, &out) }
+        holds.forget { $0 == owner }
+    }
+
+    // MARK: The first decision
+
+    /// The sources the first stage waits for, from the start.
+    mutating func awaitSources(_ sources: Set<InhibitorSource>, _ now: Instant) {
+        holds.awaiting = sources
+        holds.awaitingUntil = sources.isEmpty ? nil : now.boottime + HoldLimits.startupWait
+    }
+
+    mutating func sourceReported(_ source: InhibitorSource, _ now: Instant, _ out: inout [Action]) {
+        guard holds.awaiting.remove(source) != nil, holds.awaiting.isEmpty else { return }
+        holds.awaitingUntil = nil
+    }
+
+    /// Sources that have not answered within the wait count as holding nothing.
+    mutating func endStartupWaitIfDue(_ now: Instant, _ out: inout [Action]) {
+        guard let until = holds.awaitingUntil, now.boottime >= until else { return }
+        let silent = InhibitorSource.allCases.filter(holds.awaiting.contains).map(\.rawValue)
+        out.append(.log(.warning, "no word from \(silent.joined(separator: ", ")) within \(HoldLimits.startupWait) of the start: counting \(silent.count == 1 ? "it" : "them") as holding nothing"))
+        holds.awaiting = []
+        holds.awaitingUntil = nil
+    }
+
+    /// Holds reported and refused, for status: the source, who, why and the reason.
+    public var refusedHolds: [(source: InhibitorSource, claim: HoldClaim, reason: String)] {
+        holds.refused.flatMap { owner, claims in claims.values.map { (owner.source, $0.claim, $0.reason) } }
+            .sorted { ($0.source.rawValue, $0.claim.key) < ($1.source.rawValue, $1.claim.key) }
+    }
+
+    /// The first stage still waits for the sources to report.
+    public var awaitingSources: Bool { holds.awaitingUntil != nil }
+
+    // MARK: max-inhibit
+
+    /// When the policy's max-inhibit runs out in this idle period.
+    var holdBudgetEnds: BoottimeInstant? {
+        guard let max = config.maxInhibit, let since = holds.heldSince, !holds.budgetSpent else { return nil }
+        return since + max
+    }
+
+    /// The budget ran out: every hold ends, and none begins until the user is back.
+    mutating func endHoldsIfBudgetSpent(_ now: Instant, _ out: inout [Action]) {
+        guard let end = holdBudgetEnds, now.boottime >= end else { return }
+        holds.budgetSpent = true
+        guard !inhibitors.isEmpty || isDisabled else { return }
+        out.append(.log(.warning, "the policy's max-inhibit (\(config.maxInhibit!)) is used up: every hold ends, and none holds again until input"))
+        while !inhibitors.isEmpty { endInhibitor(at: 0, now, &out) }
+        if isDisabled { enable(by: "the policy's max-inhibit", now, &out) }
+    }
+
+    /// The user is back: the max-inhibit budget starts again (from now, for holds that go on).
+    mutating func userIsBack(_ now: Instant) {
+        holds.budgetSpent = false
+        holds.heldSince = inhibitors.isEmpty && !isDisabled ? nil : now.boottime
+    }
+}
