@@ -32,8 +32,10 @@ public enum Event: Equatable, Sendable {
     /// The owner is gone (its connection closed, its bus lost): its holds end.
     case ownerGone(HoldOwner)
     /// A source with nothing to report at start has started (or cannot): the first
-    /// stage need not wait for it.
-    case sourceReady(InhibitorSource)
+    /// stage need not wait for it once `settle` has passed (its clients may still be
+    /// taking their holds: a browser takes its inhibitor again when it sees the
+    /// ScreenSaver service appear).
+    case sourceReady(InhibitorSource, settle: Millis = .zero)
     /// A source is lost (its bus, its server): every hold of it ends, whoever held it,
     /// since none can be seen to end any more (fail closed).
     case sourceLost(InhibitorSource)

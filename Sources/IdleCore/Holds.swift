@@ -105,6 +105,8 @@ struct HoldBook: Sendable {
     /// first stage waits for them.
     var awaiting: Set<InhibitorSource> = []
     var awaitingUntil: BoottimeInstant?
+    /// Sources that are up, waited for until their clients have had a moment.
+    var settling: [InhibitorSource: BoottimeInstant] = [:]
     /// Reported holds that were refused, by owner and key, with the reason: not tried
     /// (nor logged) again while reported, and shown in status.
     var refused: [HoldOwner: [String: (claim: HoldClaim, reason: String)]] = [:]
@@ -240,18 +242,37 @@ extension IdleMachine {
         holds.awaitingUntil = sources.isEmpty ? nil : now.boottime + HoldLimits.startupWait
     }
 
-    mutating func sourceReported(_ source: InhibitorSource, _ now: Instant, _ out: inout [Action]) {
-        guard holds.awaiting.remove(source) != nil, holds.awaiting.isEmpty else { return }
-        holds.awaitingUntil = nil
+    mutating func sourceReported(_ source: InhibitorSource, settle: Millis = .zero, _ now: Instant, _ out: inout [Action]) {
+        guard holds.awaiting.contains(source) else { return }
+        if settle > .zero {
+            holds.settling[source] = now.boottime + settle
+        } else {
+            holds.awaiting.remove(source)
+            holds.settling[source] = nil
+        }
+        endStartupWaitIfDue(now, &out)
+    }
+
+    /// When the start's wait ends: once the last source has settled, or at the bound.
+    var startupWaitEnds: BoottimeInstant? {
+        guard let until = holds.awaitingUntil else { return nil }
+        guard holds.awaiting.allSatisfy({ holds.settling[$0] != nil }) else { return until }
+        return min(holds.awaiting.compactMap { holds.settling[$0] }.max() ?? until, until)
     }
 
     /// Sources that have not answered within the wait count as holding nothing.
     mutating func endStartupWaitIfDue(_ now: Instant, _ out: inout [Action]) {
-        guard let until = holds.awaitingUntil, now.boottime >= until else { return }
-        let silent = InhibitorSource.allCases.filter(holds.awaiting.contains).map(\.rawValue)
-        out.append(.log(.warning, "no word from \(silent.joined(separator: ", ")) within \(HoldLimits.startupWait) of the start: counting \(silent.count == 1 ? "it" : "them") as holding nothing"))
-        holds.awaiting = []
-        holds.awaitingUntil = nil
+        guard let until = holds.awaitingUntil else { return }
+        holds.awaiting = holds.awaiting.filter { holds.settling[$0].map { now.boottime < $0 } ?? true }
+        if !holds.awaiting.isEmpty && now.boottime >= until {
+            let silent = InhibitorSource.allCases.filter(holds.awaiting.contains).map(\.rawValue)
+            out.append(.log(.warning, "no word from \(silent.joined(separator: ", ")) within \(HoldLimits.startupWait) of the start: counting \(silent.count == 1 ? "it" : "them") as holding nothing"))
+            holds.awaiting = []
+        }
+        if holds.awaiting.isEmpty {
+            holds.awaitingUntil = nil
+            holds.settling = [:]
+        }
     }
 
     /// Holds reported and refused, for status: the source, who, why and the reason.

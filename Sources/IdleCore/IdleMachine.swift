@@ -63,7 +63,7 @@ public struct IdleMachine: Sendable {
     var cornerLockedAt: PointerPosition?
 
     /// What is said once only: disagreements of the two idle sources, refused resets.
-    enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted, resetRefusedSocket, resetRefusedBus }
+    enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted, resetRefusedSocket, resetRefusedBus, disableRefused, quitRefused }
 
     /// Gaps shorter than this are clock-reading jitter, not a suspend.
     static let gapThreshold = Millis(100)
@@ -100,7 +100,11 @@ public struct IdleMachine: Sendable {
         for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
         if let until = disabledUntil ?? nil { consider(until) }
         if isHeld, let end = holdBudgetEnds { consider(end) }
-        if let until = holds.awaitingUntil { consider(until) }
+        // The start's wait matters only to a stage due before it ends: an agent that
+        // starts with an hour to go does not wake for it.
+        if let waitEnds = startupWaitEnds, !isDisabled, inhibitors.isEmpty, !sessionInactive, nextStage < config.stages.count {
+            consider(max(lastActivity + config.stages[nextStage].idleTime, waitEnds))
+        }
         if !listensForInput, let resume = listeningResumesAt { consider(resume) }
         if let check = cornerCheckDue { consider(check) }
         if let lock = cornerLockDue { consider(lock) }
@@ -173,8 +177,8 @@ public struct IdleMachine: Sendable {
             out.append(.answer(holdReleased(owner, id: id, now, &out)))
         case .ownerGone(let owner):
             ownerGone(owner, now, &out)
-        case .sourceReady(let source):
-            sourceReported(source, now, &out)
+        case .sourceReady(let source, let settle):
+            sourceReported(source, settle: settle, now, &out)
         case .sourceLost(let source):
             while let k = inhibitors.firstIndex(where: { $0.source == source }) { endInhibitor(at: k, now, &out) }
             holds.forget { $0.source == source }
@@ -185,7 +189,7 @@ public struct IdleMachine: Sendable {
             out.append(.answer(.done))
         case .quitAsked(let by):
             if config.secure {
-                out.append(.log(.warning, "refused to quit for \(by): the agent runs with --secure"))
+                report(.quitRefused, "refused to quit for \(by): the agent runs with --secure (said once)", &out)
                 out.append(.answer(.refused("the agent runs with --secure")))
             } else {
                 out.append(.answer(.done))
@@ -313,7 +317,7 @@ public struct IdleMachine: Sendable {
             nil
         }
         if let refusal {
-            out.append(.log(.warning, "refused to disable for \(by.isEmpty ? "a client" : by): \(refusal)"))
+            report(.disableRefused, "refused to disable for \(by.isEmpty ? "a client" : by): \(refusal) (said once)", &out)
             return .refused(refusal)
         }
         let until = requested.map { now.boottime + $0 }

@@ -151,6 +151,17 @@ struct HoldGateTests {
         #expect(s.actions.logs(containing: "no word from audio within 2s").count == 1)
     }
 
+    @Test("the ScreenSaver service's clients get a second to take their holds again; an agent with an hour to go does not wake for the wait")
+    func settleAndNoWake() {
+        var s = Story(Self.config(), idleAtStart: .minutes(5), awaiting: [.dbus])
+        s.send(.sourceReady(.dbus, settle: .seconds(1)))
+        s.expectLock(1, exactlyAt: Story.at(.seconds(1)))
+        var fresh = Story(Story.config(["--lock-after", "1h"]), awaiting: [.dbus, .logind])
+        fresh.send(.sourceReady(.dbus, settle: .seconds(1)))
+        #expect(fresh.machine.nextDeadline == Story.at(.hours(1)))
+        #expect(fresh.actions.logs(.warning).isEmpty)
+    }
+
     @Test("a source's report is diffed: new holds are admitted before old ones end, a refused one is not retried")
     func reportsAreDiffed() {
         var s = Story(Self.config())

@@ -298,11 +298,12 @@ extension DesktopTests {
                 #expect(held.count == 2, "\(held)")
                 for (app, reason, pid) in [("app-one", "reason one", first.processIdentifier),
                                            ("app-two", "reason two", second.processIdentifier)] {
-                    let inhibitor = held.first { ($0["who"] as? String ?? "").hasPrefix(app + " ") }
+                    // What the caller says of itself is its `why`; `who` is what the bus vouches for.
+                    let inhibitor = held.first { ($0["why"] as? String ?? "").hasPrefix(app + ": ") }
                     #expect(inhibitor?["source"] as? String == "dbus", "\(held)")
                     let who = inhibitor?["who"] as? String ?? ""
-                    #expect(who.contains("pid \(pid) python3"), "\(held)")
-                    #expect(inhibitor?["why"] as? String == reason, "\(held)")
+                    #expect(who.hasPrefix("pid \(pid) (python3), :"), "\(held)")
+                    #expect(inhibitor?["why"] as? String == "\(app): \(reason)", "\(held)")
                 }
                 #expect(try await s.client("enable").exit == .exited(0))
                 try await s.waitUntil("the server idle to pass the lock time by 1.5 s", every: .milliseconds(200)) {
@@ -319,7 +320,7 @@ extension DesktopTests {
 
                 s.touch("release2")
                 #expect(try await second.waitForExit("the second holder") == .exited(0))
-                try await agent.waitForLog(containing: "left the bus: the inhibitor ends")
+                try await agent.waitForLog(containing: "inhibitor of pid \(second.processIdentifier) (python3)")
                 _ = try await s.waitForLines("lockers.pids")
                 #expect(try await s.inhibitors().isEmpty)
                 s.touch("unlock")
@@ -374,7 +375,7 @@ extension DesktopTests {
                     #expect(result.stderr.contains("org.freedesktop.DBus.Error.AccessDenied"), "\(path): \(result.stderr)")
                 }
                 #expect(try await s.inhibitors().isEmpty)
-                #expect(agent.count(of: "refused an inhibitor from app") == 2, "\(agent.log)")
+                #expect(agent.count(of: "not honoured: a hold of pid ") == 2, "\(agent.log)")
             }
         }
 
@@ -422,16 +423,16 @@ extension DesktopTests {
                     #expect((inhibitor["who"] as? String ?? "").contains("raid-check"), "\(inhibitor)")
                     #expect(inhibitor["why"] as? String == "checking the array")
                 } else {
-                    try await s.waitUntil("the ignored inhibitor in status") {
-                        !(try await s.desktopStatus()["ignored_idle_inhibitors"] as? [Any] ?? []).isEmpty
+                    try await s.waitUntil("the refused inhibitor in status") {
+                        !(try await s.status()["refused_holds"] as? [Any] ?? []).isEmpty
                     }
-                    let ignored = try #require((try await s.desktopStatus()["ignored_idle_inhibitors"] as? [[String: Any]])?.first)
-                    #expect(ignored["who"] as? String == "raid-check")
-                    #expect(ignored["why"] as? String == "checking the array")
-                    #expect(ignored["uid"] as? Int == 1000)
-                    #expect(ignored["pid"] as? Int == 123456)
+                    let refused = try #require((try await s.status()["refused_holds"] as? [[String: Any]])?.first)
+                    #expect(refused["source"] as? String == "logind")
+                    #expect(refused["who"] as? String == "raid-check (pid 123456, uid 1000, logind)")
+                    #expect(refused["why"] as? String == "checking the array")
+                    #expect(refused["reason"] as? String == "it belongs to another user (uid 1000); --logind-inhibitors own")
                     #expect(try await s.inhibitors().isEmpty)
-                    #expect(agent.log.contains("xidlelock: warning: logind idle inhibitor of uid 1000 (raid-check, pid 123456: checking the array) is not honoured (--logind-inhibitors own)"),
+                    #expect(agent.log.contains("xidlelock: warning: not honoured: a hold of raid-check (pid 123456, uid 1000, logind) (logind) for checking the array: it belongs to another user (uid 1000); --logind-inhibitors own"),
                             "\(agent.log)")
                 }
                 if !honoured {

@@ -57,9 +57,10 @@ import Testing
             let agent = try await s.startAnsweringAgent(["--lock-after", "1h", "--locker", "true", "--verbose"])
             let subscriber = LineReader(try RawSocketClient(s.socket))
             subscriber.client.send(Array("{\"v\":1,\"cmd\":\"events\"}\n".utf8))
-            // Each short inhibit is two events (inhibited, uninhibited) of about 400 bytes.
+            // Each disable for a millisecond is two events (disabled, enabled) of about 100 bytes.
+            // (Inhibitors would not do: the agent takes at most one a second from a client.)
             let flooder = LineReader(try RawSocketClient(s.socket))
-            let inhibit = "{\"v\":1,\"cmd\":\"inhibit\",\"why\":\"\(String(repeating: "w", count: 256))\",\"for_ms\":1}\n"
+            let inhibit = "{\"v\":1,\"cmd\":\"disable\",\"for_ms\":1}\n"
             var requests = 0
             while requests < 20_000 && !subscriber.peerClosed {
                 flooder.client.send(Array(String(repeating: inhibit, count: 64).utf8))

@@ -48,10 +48,11 @@ import Testing
             let lockAfter = 4000
             let agent = try await s.startAnsweringAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker, "--verbose"],
                                                         shell: Self.exec(">log.fifo 2>&1"))
-            // Each short inhibit with a long reason is three log lines of about 300 bytes (the
-            // request, the inhibitor, its end): a few hundred are far more than the pipe holds.
+            // Each disable for a millisecond is three log lines of about 100 bytes (the request,
+            // the disable, its end): a thousand are far more than the pipe holds. (Inhibitors
+            // would not do: the agent takes at most one a second from a client.)
             let client = LineReader(try RawSocketClient(s.socket))
-            let inhibit = "{\"v\":1,\"cmd\":\"inhibit\",\"why\":\"\(String(repeating: "w", count: 256))\",\"for_ms\":1}\n"
+            let inhibit = "{\"v\":1,\"cmd\":\"disable\",\"for_ms\":1}\n"
             var requests = 0
             while requests < 2000 && !pipeIsFull(fifo) {
                 client.client.send(Array(String(repeating: inhibit, count: 20).utf8))

@@ -109,7 +109,7 @@ extension Sandbox {
             let agent = try await s.startControlledAgent(["--lock-after", "2s", "--corners", "-000", "--corner-delay", "500ms",
                                                           "--locker", Script.locker])
             try await s.window("pointer", "0,0")
-            try await agent.waitForLog(containing: "held off while the pointer rests in the top-left corner")
+            try await agent.waitForLog(containing: "inhibited by the pointer in the top-left corner")
             let held = try await s.inhibitors()
             #expect(held.first?["source"] as? String == "corner", "\(held)")
             try await s.waitUntil("the server idle to pass 3 s", every: .milliseconds(200)) { try await s.serverIdle() >= 3000 }

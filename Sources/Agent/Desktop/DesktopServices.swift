@@ -114,9 +114,7 @@ final class DesktopServices {
             Log.write(.info, "serving org.freedesktop.ScreenSaver on the session bus (browsers and players can hold the lock off)")
             // Browsers and players take their inhibitors again once they see the name
             // appear: the first stage gives them a moment (within the start's wait).
-            agent?.addSource(RetryTimer(at: SystemClock.now().monotonic + .seconds(1)) { [unowned self] in
-                agent?.perform(.sourceReady(.dbus))
-            })
+            agent?.perform(.sourceReady(.dbus, settle: .seconds(1)))
         } else if r == 0 {
             Log.write(.warning, "org.freedesktop.ScreenSaver is owned by another program (pid \(owner), \(processName(pid_t(owner)))): its inhibitors are not seen by xidlelock")
         } else {
