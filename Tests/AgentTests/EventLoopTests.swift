@@ -34,6 +34,7 @@ final class TestSource: EventSource {
     var prepared = 0
     var dispatched: [PollEvents] = []
     var onDispatch: () -> Void = {}
+    var onPrepare: () -> Void = {}
 
     init(fd: Int32? = nil, deadline: MonotonicInstant? = nil) {
         self.fd = fd
@@ -41,7 +42,10 @@ final class TestSource: EventSource {
     }
 
     var pollInterest: (fd: Int32, events: PollEvents)? { fd.map { ($0, .readable) } }
-    func prepareToWait() { prepared += 1 }
+    func prepareToWait() {
+        prepared += 1
+        onPrepare()
+    }
     func dispatch(_ events: PollEvents) {
         dispatched.append(events)
         onDispatch()
@@ -132,22 +136,50 @@ struct EventLoopTests {
         #expect(client.prepared == 1)
     }
 
-    @Test("sources prepare in the order they were added, before every wait")
+    @Test("sources prepare in the order they were added, those that prepare last after all others, before every wait")
     func prepareOrder() throws {
         var waiter = EmbeddedWaiter(clock: clock)
         let (loop, _) = loop(&waiter)
         var order: [Int] = []
         final class Ordered: EventSource {
             let id: Int
+            let preparesLast: Bool
             let log: (Int) -> Void
-            init(_ id: Int, _ log: @escaping (Int) -> Void) { self.id = id; self.log = log }
+            init(_ id: Int, last: Bool = false, _ log: @escaping (Int) -> Void) {
+                self.id = id
+                self.preparesLast = last
+                self.log = log
+            }
             func prepareToWait() { log(id) }
             func dispatch(_ events: PollEvents) {}
         }
-        for id in 1...3 { loop.add(Ordered(id) { order.append($0) }) }
+        loop.add(Ordered(4, last: true) { order.append($0) })
+        for id in 1...2 { loop.add(Ordered(id) { order.append($0) }) }
+        loop.add(Ordered(5, last: true) { order.append($0) })
+        loop.add(Ordered(3) { order.append($0) })
         try loop.runOnce()
         try loop.runOnce()
-        #expect(order == [1, 2, 3, 1, 2, 3])
+        #expect(order == [1, 2, 3, 4, 5, 1, 2, 3, 4, 5])
+    }
+
+    @Test("the deadline timer is armed after every other prepare, whatever the order of adding")
+    func deadlineArmedLast() throws {
+        let loop = EventLoop()
+        // The state machine's next deadline: a minute away, until a prepare changes it.
+        var machineDeadline: BoottimeInstant? = SystemClock.now().boottime + .minutes(1)
+        var fired = 0
+        loop.add(try DeadlineTimer(nextDeadline: { machineDeadline }) { fired += 1 })
+        // Added after the timer, as a bus or control connection is at run time: what
+        // it dispatches while preparing makes the lock due now.
+        let connection = TestSource()
+        connection.onPrepare = { machineDeadline = SystemClock.now().boottime }
+        loop.add(connection)
+        // Ends the wait if the timer stayed armed on the stale minute.
+        let backstop = TestSource(deadline: SystemClock.now().monotonic + .seconds(5))
+        loop.add(backstop)
+        try loop.runOnce()
+        #expect(fired == 1, "the timer fired on the deadline the last prepare left, not a minute later")
+        #expect(backstop.dispatched.isEmpty)
     }
 
     @Test("the real poll waiter wakes for a readable pipe and not before")

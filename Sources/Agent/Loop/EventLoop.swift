@@ -19,9 +19,15 @@ protocol EventSource: AnyObject {
     /// Dispatch at this time even if the descriptor stays quiet (CLOCK_MONOTONIC,
     /// the clock of poll's timeout).
     var deadline: MonotonicInstant? { get }
-    /// Runs before every wait, in the order the sources were added: the last
-    /// chance to drain a buffer or arm a timer.
+    /// Runs before every wait, in the order the sources were added (those that
+    /// prepare last after all others): the last chance to drain a buffer or arm
+    /// a timer.
     func prepareToWait()
+    /// Prepares after every source that does not, whatever the order of adding: for
+    /// a source that arms itself from state another prepare may change (a prepare
+    /// that dispatches), and that dispatches nothing while preparing. sd-event's
+    /// `sd_event_prepare` computes its timeout after every prepare in the same way.
+    var preparesLast: Bool { get }
     /// The descriptor is ready (`events` as poll returned them), or the deadline
     /// passed (`events` empty).
     func dispatch(_ events: PollEvents)
@@ -33,6 +39,7 @@ extension EventSource {
     var pollInterest: (fd: Int32, events: PollEvents)? { nil }
     var deadline: MonotonicInstant? { nil }
     func prepareToWait() {}
+    var preparesLast: Bool { false }
     var isFinished: Bool { false }
 }
 
@@ -68,7 +75,10 @@ final class EventLoop {
     /// One turn of the loop. Returns the sources dispatched, in order.
     @discardableResult
     func runOnce() throws(SystemError) -> [EventSource] {
-        for source in sources { source.prepareToWait() }
+        // Those that arm from the others' state last: nothing a prepare dispatches
+        // can leave a timer armed on a stale deadline.
+        for source in sources where !source.preparesLast { source.prepareToWait() }
+        for source in sources where source.preparesLast { source.prepareToWait() }
         sources.removeAll { $0.isFinished }
         // A snapshot: dispatching may add sources (a new client) or finish them.
         let waiting = sources

@@ -4,8 +4,9 @@ import IdleCore
 
 /// The state machine's next deadline, on a CLOCK_BOOTTIME timerfd: a deadline
 /// that passed while the machine slept fires right after resume, which a poll
-/// timeout (CLOCK_MONOTONIC) would not. Added last, so that it is armed after
-/// every other source has had its say.
+/// timeout (CLOCK_MONOTONIC) would not. It prepares last, whenever it was added:
+/// armed after every other source's prepare has had its say (a bus or control
+/// connection added at run time may dispatch a message that moves the deadline).
 final class DeadlineTimer: EventSource {
     private let fd: Int32
     private let nextDeadline: () -> BoottimeInstant?
@@ -19,6 +20,8 @@ final class DeadlineTimer: EventSource {
     }
 
     var pollInterest: (fd: Int32, events: PollEvents)? { (fd, .readable) }
+
+    var preparesLast: Bool { true }
 
     func prepareToWait() {
         let deadline = nextDeadline()
