@@ -182,6 +182,21 @@ struct EventLoopTests {
         #expect(backstop.dispatched.isEmpty)
     }
 
+    @Test("a periodic check looks at its condition after every other prepare")
+    func periodicCheckPreparesLast() throws {
+        var waiter = EmbeddedWaiter(clock: clock)
+        let (loop, read) = loop(&waiter)
+        let clock = self.clock
+        var holding = false
+        loop.add(PeriodicCheck(every: .seconds(5), while: { holding }, now: { clock.now }) {})
+        // Added later, as a bus connection: a message it dispatches while preparing begins a hold.
+        let connection = TestSource()
+        connection.onPrepare = { holding = true }
+        loop.add(connection)
+        try loop.runOnce()
+        #expect(read().timeouts == [.ms(5001)], "the check runs from this wait on, not from the next one")
+    }
+
     @Test("the real poll waiter wakes for a readable pipe and not before")
     func realPoll() throws {
         var fds: [Int32] = [0, 0]

@@ -1,7 +1,9 @@
 import IdleCore
 
 /// Calls back every `period`, only while `isActive` says so (an X keep-awake hold,
-/// whose end the server does not announce): no wake-up at all otherwise.
+/// whose end the server does not announce): no wake-up at all otherwise. It
+/// prepares last: a hold that begins in another source's prepare (a bus message
+/// dispatched while it flushes) is looked at from this wait on.
 final class PeriodicCheck: EventSource {
     private let period: Millis
     private let isActive: () -> Bool
@@ -16,6 +18,8 @@ final class PeriodicCheck: EventSource {
         self.action = action
         self.now = now
     }
+
+    var preparesLast: Bool { true }
 
     func prepareToWait() {
         if !isActive() {
