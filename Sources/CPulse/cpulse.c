@@ -627,25 +627,3 @@ int xil_pulse_connect(struct xil_pulse *x) {
     settle(x);
     return failed ? -1 : 0;
 }
-
-int xil_pulse_is_open(const struct xil_pulse *x) { return x->context != NULL; }
-
-void xil_pulse_free(struct xil_pulse *x) {
-    if (!x) return;
-    if (x->context) {
-        p_pa_context_set_state_callback(x->context, NULL, NULL);
-        p_pa_context_disconnect(x->context);
-        p_pa_context_unref(x->context);
-        x->context = NULL;
-    }
-    clear_lists(x);
-    x->has_dead = 1;
-    for (pa_io_event *e = x->ios; e; e = e->next) e->dead = 1;
-    for (pa_time_event *e = x->times; e; e = e->next) e->dead = 1;
-    for (pa_defer_event *e = x->defers; e; e = e->next) e->dead = 1;
-    cleanup(x);
-    free(x->sinks);
-    free(x->streams);
-    close(x->epoll);
-    free(x);
-}

@@ -36,8 +36,6 @@ extension OptionSpec {
 struct ParsedArguments {
     var positionals: [String] = []
     var helpRequested = false
-    /// The flags given (not their values: `--locker --quiet` gives a locker named `--quiet`).
-    var flags: Set<String> = []
     /// Each flag with its value ("" for a switch), in order.
     var assignments: [(flag: String, value: String)] = []
 }
@@ -75,7 +73,6 @@ func parseArguments<Options>(
         guard let spec = table.first(where: { $0.flag == name }) else {
             throw UsageError("unknown option '\(name)' for '\(command)' (see '\(command) --help')")
         }
-        parsed.flags.insert(name)
         if let valueName = spec.valueName {
             let value: String
             if let inlineValue {

@@ -18,7 +18,7 @@ enum LockerChoice {
 
     static func choose(given: String?, path: String? = pathVariable()) throws(AgentError) -> String {
         if let given {
-            if let program = firstWord(of: given), findProgram(program, path: path) == nil {
+            if let program = ShellCommand.firstWord(of: given), findProgram(program, path: path) == nil {
                 throw .unavailable("--locker: '\(program)' was not found in PATH, so the screen could never be locked")
             }
             return given
@@ -29,8 +29,6 @@ enum LockerChoice {
         }
         throw .unavailable("no locker found: install one of \(candidates.map(\.program).joined(separator: ", ")) or give --locker CMD")
     }
-
-    static func firstWord(of command: String) -> String? { ShellCommand.firstWord(of: command) }
 
     static func findProgram(_ name: String, path: String?) -> String? {
         if name.contains("/") { return access(name, X_OK) == 0 ? name : nil }

@@ -55,7 +55,4 @@ void xil_pulse_dispatch(struct xil_pulse *pulse);
  * starting one. The outcome comes through `connected` or `disconnected`. 0, or
  * -1 when it failed at once (`disconnected` was called). */
 int xil_pulse_connect(struct xil_pulse *pulse);
-/* 1 while connected or connecting. */
-int xil_pulse_is_open(const struct xil_pulse *pulse);
-void xil_pulse_free(struct xil_pulse *pulse);
 #endif
