@@ -22,7 +22,7 @@ struct MonthTests {
         #expect(report.warnings >= report.locks, "\(report)")
         #expect(report.onUnlockRuns > 30 && report.onUnlockRuns < report.unlocks, "the interval skipped some: \(report)")
         #expect(report.suspends > report.gaps, "tiny gaps under 100 ms are in the month too: \(report)")
-        MonthTests.knownLateLocks(report)
+        MonthTests.expectLocksOnTime(report)
     }
 
     @Test("three other months keep every promise too", arguments: [1, 2, 3] as [UInt64])
@@ -31,7 +31,7 @@ struct MonthTests {
         let report = simulation.run()
         MonthTests.expectSound(report)
         #expect(report.unwarnedLocks == 0, "\(report)")
-        MonthTests.knownLateLocks(report)
+        MonthTests.expectLocksOnTime(report)
     }
 
     @Test("a month with only the defaults")
@@ -39,8 +39,7 @@ struct MonthTests {
         var simulation = MonthSimulation(config: Story.config([]), seed: 2)
         let report = simulation.run()
         MonthTests.expectSound(report)
-        #expect(report.lateLockDeadlines == 0, "\(report.firstLate)")
-        #expect(report.unlockedWithoutDeadline == 0)
+        MonthTests.expectLocksOnTime(report)
     }
 
     @Test("a month with custom stages and resume commands")
@@ -49,8 +48,7 @@ struct MonthTests {
         let report = simulation.run()
         MonthTests.expectSound(report)
         #expect(report.customStageRuns > 1_000 && report.resumeCommands > 500, "\(report)")
-        #expect(report.lateLockDeadlines == 0, "\(report.firstLate)")
-        #expect(report.unlockedWithoutDeadline == 0)
+        MonthTests.expectLocksOnTime(report)
     }
 
     @Test("a month with --ignore-screensaver-reset and --suspend-resets-idle")
@@ -62,7 +60,7 @@ struct MonthTests {
         MonthTests.expectSound(report)
         #expect(report.inputsReported > report.userInputs / 2, "listening resumes a second after input: \(report)")
         #expect(report.unwarnedLocks == 0, "\(report)")
-        #expect(report.unlockedWithoutDeadline == 0, "\(report)")
+        MonthTests.expectLocksOnTime(report)
     }
 
     /// The promises every month must keep, whatever its configuration.
@@ -74,8 +72,10 @@ struct MonthTests {
                 sourceLocation: sourceLocation)
     }
 
-    /// Known issue: a server reading after the wake that noticed a gap counts the gap as activity.
-    static func knownLateLocks(_ report: MonthReport, sourceLocation: SourceLocation = #_sourceLocation) {
+    /// Unlocked, after every event the machine wakes by the time the user has really
+    /// been idle for the lock time (once a fixed issue: a server reading after the wake
+    /// that noticed a gap counted the gap as activity, see SuspendTests).
+    static func expectLocksOnTime(_ report: MonthReport, sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(report.lateLockDeadlines == 0, "\(report.firstLate)", sourceLocation: sourceLocation)
         #expect(report.unlockedWithoutDeadline == 0, "\(report)", sourceLocation: sourceLocation)
     }

@@ -115,7 +115,7 @@ struct MonthReport: CustomStringConvertible {
     var onUnlockRuns = 0
     var customStageRuns = 0
     /// Events after which the machine will not wake by the time the lock is due
-    /// (a lock that will come late). Counted apart: a known issue (see SuspendTests).
+    /// (a lock that will come late).
     var lateLockDeadlines = 0
     var firstLate: [String] = []
     /// How far past the true lock time the machine's next deadline was, at worst.
@@ -124,7 +124,7 @@ struct MonthReport: CustomStringConvertible {
     /// and not because a suspend made both due at once.
     var unwarnedLocks = 0
     /// Events after which the machine was unlocked with nothing to wake for: it would never lock again
-    /// without input. Counted apart: a known issue (see SuspendTests).
+    /// without input.
     var unlockedWithoutDeadline = 0
     var violations = 0
     var firstViolations: [String] = []
