@@ -1,18 +1,42 @@
 @testable import Agent
+import CLinux
 import Glibc
 import IdleCore
 import Testing
 
-/// Waits (up to 10 s) for a child to end and returns its raw wait status.
+/// Waits (up to 10 s) for a child to end, on its pidfd, and returns its raw wait status.
 func waitForChild(_ pid: pid_t) -> Int32? {
+    let pidfd = xil_pidfd_open(pid)
+    guard pidfd >= 0 else { return nil }
+    defer { close(pidfd) }
+    guard waitReadable(pidfd) else { return nil }
     var status: Int32 = 0
-    for _ in 0..<1000 {
-        let r = waitpid(pid, &status, WNOHANG)
-        if r == pid { return status }
-        if r < 0 { return nil }
-        usleep(10_000)
-    }
-    return nil
+    return waitpid(pid, &status, 0) == pid ? status : nil
+}
+
+/// Waits (up to 10 s) for a descriptor to become readable.
+func waitReadable(_ fd: Int32, timeout: Int32 = 10_000) -> Bool {
+    var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    var r = poll(&pfd, 1, timeout)
+    while r < 0 && errno == EINTR { r = poll(&pfd, 1, timeout) }
+    return r == 1
+}
+
+/// What a child wrote to a pipe (up to 64 bytes), once it was readable: "" at end
+/// of file (no process holds the write end), nil if nothing came within 10 s.
+func readPipe(_ fd: Int32) -> String? {
+    guard waitReadable(fd) else { return nil }
+    var buffer = [UInt8](repeating: 0, count: 64)
+    let n = read(fd, &buffer, buffer.count)
+    return n < 0 ? nil : String(decoding: buffer[..<n], as: UTF8.self)
+}
+
+/// A pipe whose ends are closed on exec: only a descriptor passed on purpose reaches a child.
+func closeOnExecPipe() -> (read: Int32, write: Int32) {
+    var fds: [Int32] = [-1, -1]
+    _ = pipe(&fds)
+    for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    return (fds[0], fds[1])
 }
 
 /// A scratch directory for one test.
@@ -119,13 +143,21 @@ struct SpawnTests {
 
     @Test("SIGKILL to an exec'ed locker reaches the agent as the signal, not as the shell's 137")
     func execedLockerSignal() throws {
-        let request = SpawnRequest(program: .shell(ShellCommand.lockerForm("sleep 60")), stop: .never)
+        // The locker program tells its own pid, then becomes a long sleep. The shell
+        // the agent starts (dash) execs it only if lockerForm says so.
+        let ready = closeOnExecPipe()
+        defer { close(ready.read) }
+        var request = SpawnRequest(program: .shell(ShellCommand.lockerForm("sh -c 'echo $$ >&3; exec sleep 60'")), stop: .never)
+        request.passedDescriptors = [(from: ready.write, to: 3)]
         let pid = try request.spawn()
-        usleep(50_000)
-        #expect(readFile("/proc/\(pid)/comm") == "sleep\n")
-        kill(pid, SIGKILL)
+        close(ready.write)
+        let program = try #require(readPipe(ready.read).flatMap { pid_t($0.dropLast()) }, "the locker program started")
+        #expect(program == pid, "the agent's child is the locker program itself")
+        // Killed as the user or the OOM killer would: the program, not the agent's child.
+        kill(program, SIGKILL)
         let status = waitForChild(pid)
-        #expect(status.map { $0 & 0x7f } == SIGKILL)
+        #expect(status.map { $0 & 0x7f } == SIGKILL, "wait status \(String(describing: status))")
+        if program != pid { kill(pid, SIGKILL); _ = waitForChild(pid) }
     }
 }
 
@@ -159,11 +191,20 @@ struct ChildProcessesTests {
         #expect(children.start(.locker, locker) == nil)
         let pid = try #require(children.lockerPid)
         children.terminate(.locker)
-        #expect(children.start(.locker, locker) == nil)
-        usleep(100_000)
-        #expect(kill(pid, 0) == 0, "the locker still runs")
-        #expect(children.reap().isEmpty, "no second locker was started (nothing ended)")
+        #expect(children.deadline == nil, "no SIGKILL is planned for the locker")
+        // A second locker would say so on a pipe; refused, nothing holds its write end.
+        let started = closeOnExecPipe()
+        defer { close(started.read) }
+        var second = SpawnRequest(program: .shell("echo started >&3"), stop: .never)
+        second.passedDescriptors = [(from: started.write, to: 3)]
+        #expect(children.start(.locker, second) == nil)
+        close(started.write)
+        #expect(readPipe(started.read) == "", "no second locker was started")
+        #expect(children.lockerPid == pid)
+        // A SIGTERM sent by terminate would already have decided how the locker ends
+        // (a fatal signal sets the exit code when it is sent): our SIGKILL must be what ends it.
         kill(pid, SIGKILL)
-        _ = waitForChild(pid)
+        let status = waitForChild(pid)
+        #expect(status.map { $0 & 0x7f } == SIGKILL, "the locker was signalled before: wait status \(String(describing: status))")
     }
 }
