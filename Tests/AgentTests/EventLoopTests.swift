@@ -203,10 +203,21 @@ struct EventLoopTests {
         #expect(pipe(&fds) == 0)
         defer { close(fds[0]); close(fds[1]) }
         let loop = EventLoop()
-        let reader = TestSource(fd: fds[0], deadline: SystemClock.now().monotonic + .seconds(30))
+        let reader = TestSource(fd: fds[0])
         loop.add(reader)
+        // Nothing written yet: the wait lasts until the deadline, and the pipe is not dispatched.
+        let start = SystemClock.now().monotonic
+        let timer = TestSource(deadline: start + .ms(50))
+        loop.add(timer)
+        try loop.runOnce()
+        #expect(SystemClock.now().monotonic - start >= .ms(50), "the wait ended before its deadline")
+        #expect(timer.dispatched == [[]])
+        #expect(reader.dispatched.isEmpty, "an empty pipe was dispatched")
+        // Written: the pipe wakes the loop long before the next deadline.
+        timer.deadline = SystemClock.now().monotonic + .seconds(30)
         #expect(write(fds[1], "x", 1) == 1)
         try loop.runOnce()
         #expect(reader.dispatched == [.readable])
+        #expect(timer.dispatched == [[]], "the wait ran to the deadline although the pipe was readable")
     }
 }
