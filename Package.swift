@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "CLinux"),
         // sd-bus, loaded with dlopen: only its headers are needed to build.
         .target(name: "CBus", dependencies: ["CLinux"]),
-        // libpulse, loaded with dlopen, its declarations copied: nothing of it is needed to build.
+        // libpulse, loaded with dlopen: only its headers are needed to build (libpulse-dev).
         .target(name: "CPulse", dependencies: ["CLinux"]),
         .target(name: "IdleCore", swiftSettings: lean),
         .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CXlib", "CXCB", "CLinux", "CBus", "CPulse"], swiftSettings: lean),

@@ -2,8 +2,8 @@
 #include "cpulse.h"
 #include "clinux.h"
 
-#include <dlfcn.h>
 #include <errno.h>
+#include <pulse/pulseaudio.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,113 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* MARK: libpulse's declarations
+/* MARK: libpulse's functions
  *
- * Copied from libpulse's headers (16.x; every part used here is unchanged since
- * 1.0), so that building needs no libpulse-dev. The event structs are ours: to
+ * Declared by libpulse's own header; called through pointers of the same types
+ * (nothing here is linked against the library). The event structs are ours: to
  * libpulse they are opaque handles of the main loop it is given. */
-
-typedef struct pa_context pa_context;
-typedef struct pa_operation pa_operation;
-typedef struct pa_proplist pa_proplist;
-typedef struct pa_format_info pa_format_info;
-typedef struct pa_spawn_api pa_spawn_api;
-typedef struct pa_io_event pa_io_event;
-typedef struct pa_time_event pa_time_event;
-typedef struct pa_defer_event pa_defer_event;
-typedef struct pa_mainloop_api pa_mainloop_api;
-
-enum { PA_IO_EVENT_NULL = 0, PA_IO_EVENT_INPUT = 1, PA_IO_EVENT_OUTPUT = 2, PA_IO_EVENT_HANGUP = 4, PA_IO_EVENT_ERROR = 8 };
-typedef int pa_io_event_flags_t;
-typedef void (*pa_io_event_cb_t)(pa_mainloop_api *a, pa_io_event *e, int fd, pa_io_event_flags_t events, void *userdata);
-typedef void (*pa_io_event_destroy_cb_t)(pa_mainloop_api *a, pa_io_event *e, void *userdata);
-typedef void (*pa_time_event_cb_t)(pa_mainloop_api *a, pa_time_event *e, const struct timeval *tv, void *userdata);
-typedef void (*pa_time_event_destroy_cb_t)(pa_mainloop_api *a, pa_time_event *e, void *userdata);
-typedef void (*pa_defer_event_cb_t)(pa_mainloop_api *a, pa_defer_event *e, void *userdata);
-typedef void (*pa_defer_event_destroy_cb_t)(pa_mainloop_api *a, pa_defer_event *e, void *userdata);
-
-struct pa_mainloop_api {
-    void *userdata;
-    pa_io_event *(*io_new)(pa_mainloop_api *a, int fd, pa_io_event_flags_t events, pa_io_event_cb_t cb, void *userdata);
-    void (*io_enable)(pa_io_event *e, pa_io_event_flags_t events);
-    void (*io_free)(pa_io_event *e);
-    void (*io_set_destroy)(pa_io_event *e, pa_io_event_destroy_cb_t cb);
-    pa_time_event *(*time_new)(pa_mainloop_api *a, const struct timeval *tv, pa_time_event_cb_t cb, void *userdata);
-    void (*time_restart)(pa_time_event *e, const struct timeval *tv);
-    void (*time_free)(pa_time_event *e);
-    void (*time_set_destroy)(pa_time_event *e, pa_time_event_destroy_cb_t cb);
-    pa_defer_event *(*defer_new)(pa_mainloop_api *a, pa_defer_event_cb_t cb, void *userdata);
-    void (*defer_enable)(pa_defer_event *e, int b);
-    void (*defer_free)(pa_defer_event *e);
-    void (*defer_set_destroy)(pa_defer_event *e, pa_defer_event_destroy_cb_t cb);
-    void (*quit)(pa_mainloop_api *a, int retval);
-};
-
-#define PA_CHANNELS_MAX 32
-typedef uint64_t pa_usec_t;
-typedef uint32_t pa_volume_t;
-typedef struct { int format; uint32_t rate; uint8_t channels; } pa_sample_spec;
-typedef struct { uint8_t channels; int map[PA_CHANNELS_MAX]; } pa_channel_map;
-typedef struct { uint8_t channels; pa_volume_t values[PA_CHANNELS_MAX]; } pa_cvolume;
-
-typedef struct {
-    uint32_t index;
-    const char *name;
-    uint32_t owner_module;
-    uint32_t client;
-    uint32_t sink;
-    pa_sample_spec sample_spec;
-    pa_channel_map channel_map;
-    pa_cvolume volume;
-    pa_usec_t buffer_usec;
-    pa_usec_t sink_usec;
-    const char *resample_method;
-    const char *driver;
-    int mute;
-    pa_proplist *proplist;
-    int corked;
-    int has_volume;
-    int volume_writable;
-    pa_format_info *format;
-} pa_sink_input_info;
-
-/* The leading fields of pa_sink_info, all that is read here. */
-typedef struct {
-    const char *name;
-    uint32_t index;
-    const char *description;
-    pa_sample_spec sample_spec;
-    pa_channel_map channel_map;
-    uint32_t owner_module;
-    pa_cvolume volume;
-    int mute;
-} pa_sink_info;
-
-enum { PA_CONTEXT_READY = 4, PA_CONTEXT_FAILED = 5, PA_CONTEXT_TERMINATED = 6 };
-enum { PA_CONTEXT_NOAUTOSPAWN = 1 };
-enum { PA_SUBSCRIPTION_MASK_SINK = 0x1, PA_SUBSCRIPTION_MASK_SINK_INPUT = 0x4 };
-
-typedef void (*pa_context_notify_cb_t)(pa_context *c, void *userdata);
-typedef void (*pa_context_subscribe_cb_t)(pa_context *c, int t, uint32_t idx, void *userdata);
-typedef void (*pa_context_success_cb_t)(pa_context *c, int success, void *userdata);
-typedef void (*pa_sink_info_cb_t)(pa_context *c, const pa_sink_info *i, int eol, void *userdata);
-typedef void (*pa_sink_input_info_cb_t)(pa_context *c, const pa_sink_input_info *i, int eol, void *userdata);
-
-pa_context *pa_context_new(pa_mainloop_api *mainloop, const char *name);
-void pa_context_unref(pa_context *c);
-void pa_context_set_state_callback(pa_context *c, pa_context_notify_cb_t cb, void *userdata);
-int pa_context_get_state(const pa_context *c);
-int pa_context_errno(const pa_context *c);
-int pa_context_connect(pa_context *c, const char *server, int flags, const pa_spawn_api *api);
-void pa_context_disconnect(pa_context *c);
-const char *pa_context_get_server(const pa_context *c);
-void pa_context_set_subscribe_callback(pa_context *c, pa_context_subscribe_cb_t cb, void *userdata);
-pa_operation *pa_context_subscribe(pa_context *c, int mask, pa_context_success_cb_t cb, void *userdata);
-pa_operation *pa_context_get_sink_info_list(pa_context *c, pa_sink_info_cb_t cb, void *userdata);
-pa_operation *pa_context_get_sink_input_info_list(pa_context *c, pa_sink_input_info_cb_t cb, void *userdata);
-void pa_operation_unref(pa_operation *o);
-const char *pa_proplist_gets(const pa_proplist *p, const char *key);
-const char *pa_strerror(int error);
 
 #define XIL_PULSE_FUNCTIONS(X) \
     X(pa_context_new) X(pa_context_unref) X(pa_context_set_state_callback) X(pa_context_get_state) \
@@ -127,20 +25,12 @@ const char *pa_strerror(int error);
     X(pa_context_set_subscribe_callback) X(pa_context_subscribe) X(pa_context_get_sink_info_list) \
     X(pa_context_get_sink_input_info_list) X(pa_operation_unref) X(pa_proplist_gets) X(pa_strerror)
 
-#define XIL_DECLARE(name) static __typeof__(name) *p_##name;
-XIL_PULSE_FUNCTIONS(XIL_DECLARE)
-
-#define XIL_NAME(name) #name,
-#define XIL_SLOT(name) (void **)&p_##name,
-static const char *const pulse_names[] = {XIL_PULSE_FUNCTIONS(XIL_NAME)};
-static void **const pulse_slots[] = {XIL_PULSE_FUNCTIONS(XIL_SLOT)};
+XIL_PULSE_FUNCTIONS(XIL_DLSYM_POINTER)
 
 int xil_pulse_load(char *error, size_t size) {
     static int loaded;
     if (loaded) return 0;
-    if (xil_load_library("libpulse.so.0", pulse_names, pulse_slots, (int)(sizeof pulse_names / sizeof *pulse_names),
-                         NULL, error, size) != 0)
-        return -1;
+    if (XIL_LOAD_LIST("libpulse.so.0", XIL_PULSE_FUNCTIONS, NULL, error, size) != 0) return -1;
     loaded = 1;
     return 0;
 }
@@ -559,7 +449,7 @@ static void refresh(struct xil_pulse *x) {
     x->refreshing = 1;
 }
 
-static void changed(pa_context *c, int type, uint32_t index, void *userdata) {
+static void changed(pa_context *c, pa_subscription_event_type_t type, uint32_t index, void *userdata) {
     (void)c; (void)type; (void)index;
     refresh(userdata);
 }

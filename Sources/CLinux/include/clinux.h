@@ -7,10 +7,27 @@
 /* Loads `library` with dlopen (RTLD_NOW | RTLD_LOCAL) and finds its functions:
  * `names[i]` into `*slots[i]`, for `count` of them; the handle goes to `*handle`
  * (may be NULL). 0, or -1 with the reason in `error` (the library missing, or one
- * of the functions: a version too old). The optional libraries (libsystemd,
- * libpulse) are loaded this way, so that the binary runs where they are missing. */
+ * of the functions: a version too old). Every library the binary does not link
+ * (libX11, libXss, libXi, libXrandr, libsystemd, libpulse) is loaded this way, so
+ * that the binary runs where the optional ones are missing and `xidlelock idle`
+ * starts without any of them. */
 int xil_load_library(const char *library, const char *const *names, void **const *slots, int count,
                      void **handle, char *error, size_t size);
+
+/* One optional library's functions, each named once in a list macro
+ * (`#define LIST(X) X(f) X(g)`), as systemd's DLSYM_PROTOTYPE and DLSYM_ARG:
+ * XIL_DLSYM_POINTER(f) declares `p_f` with the type of `f` in the library's own
+ * header (`__typeof__`), so the compiler checks every call made through it, and
+ * XIL_LOAD_LIST fills them all with xil_load_library (its result). */
+#define XIL_DLSYM_POINTER(name) static __typeof__(name) *p_##name;
+#define XIL_DLSYM_NAME(name) #name,
+#define XIL_DLSYM_SLOT(name) (void **)&p_##name,
+#define XIL_LOAD_LIST(library, LIST, handle, error, size) __extension__({ \
+        static const char *const xil_names_[] = {LIST(XIL_DLSYM_NAME)}; \
+        static void **const xil_slots_[] = {LIST(XIL_DLSYM_SLOT)}; \
+        xil_load_library(library, xil_names_, xil_slots_, (int)(sizeof xil_names_ / sizeof *xil_names_), \
+                         handle, error, size); \
+    })
 
 /* Both clocks at once, in nanoseconds. CLOCK_BOOTTIME keeps counting while the
  * machine is suspended and CLOCK_MONOTONIC does not: the growth of their
