@@ -1,28 +1,33 @@
 #define _GNU_SOURCE
+/* Our entries carry no CODE_FILE/CODE_LINE: sd_journal_sendv is the function, not
+ * the header's macro around it. */
+#define SD_JOURNAL_SUPPRESS_LOCATION
 #include "cjournal.h"
+#include "clinux.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-journal.h>
 #include <unistd.h>
 
-/* The type of sd_journal_sendv, written out: the header is not needed to build. */
-typedef int (*sendv_fn)(const struct iovec *iov, int n);
-static sendv_fn sendv;
+/* Each with the type libsystemd's header gives it, loaded as sd-bus is (cbus.c). */
+#define XIL_JOURNAL_FUNCTIONS(X) X(sd_journal_sendv)
+#define XIL_NOTIFY_FUNCTIONS(X) X(sd_notify)
+XIL_JOURNAL_FUNCTIONS(XIL_DLSYM_POINTER)
+XIL_NOTIFY_FUNCTIONS(XIL_DLSYM_POINTER)
 
 int xil_journal_load(void) {
-    if (sendv) return 0;
-    void *lib = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return -1;
-    sendv = (sendv_fn)dlsym(lib, "sd_journal_sendv");
-    return sendv ? 0 : -1;
+    if (p_sd_journal_sendv) return 0;
+    char error[256];
+    return XIL_LOAD_LIST("libsystemd.so.0", XIL_JOURNAL_FUNCTIONS, NULL, error, sizeof error);
 }
 
 int xil_journal_send(const char *const *fields, int count) {
-    if (!sendv) return -ENOSYS;
+    if (!p_sd_journal_sendv) return -ENOSYS;
     /* sd_journal_sendv returns 0 when no journald listens (its socket is missing),
      * as if the entry were written: asked first, so that an audit entry is never
      * lost where there is no journal (it goes to stderr instead). */
@@ -33,20 +38,18 @@ int xil_journal_send(const char *const *fields, int count) {
         iov[i].iov_base = (void *)fields[i];
         iov[i].iov_len = strlen(fields[i]);
     }
-    return sendv(iov, count);
+    return p_sd_journal_sendv(iov, count);
 }
 
 int xil_notify_ready(const char *status) {
     if (!getenv("NOTIFY_SOCKET")) return 0;
-    typedef int (*notify_fn)(int unset_environment, const char *state);
-    void *lib = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
-    notify_fn notify = lib ? (notify_fn)dlsym(lib, "sd_notify") : NULL;
-    if (!notify) {
+    char error[256];
+    if (XIL_LOAD_LIST("libsystemd.so.0", XIL_NOTIFY_FUNCTIONS, NULL, error, sizeof error) != 0) {
         /* No libsystemd: still no hook may inherit the variable. */
         unsetenv("NOTIFY_SOCKET");
         return -ENOSYS;
     }
     char state[512];
     snprintf(state, sizeof state, "READY=1\nSTATUS=%s", status);
-    return notify(1, state);
+    return p_sd_notify(1, state);
 }
