@@ -29,7 +29,8 @@ let package = Package(
             pkgConfig: "xcb xcb-screensaver",
             providers: [.apt(["libxcb1-dev", "libxcb-screensaver0-dev"])]
         ),
-        // Xlib's functions the agent calls, each forwarding to libX11 or libXss loaded with dlopen.
+        // Xlib's functions the agent calls, each forwarding to libX11, libXss, libXi or libXrandr
+        // loaded with dlopen.
         .target(name: "CXlib", dependencies: ["CLinux"]),
         .target(name: "CLinux"),
         // sd-bus, loaded with dlopen: only its headers are needed to build.

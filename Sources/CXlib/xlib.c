@@ -1,8 +1,11 @@
 /* See cxlib.h. One list of the functions used: the slots, the names looked up and
- * the forwarding definitions are all made from it, and the X headers check each
- * signature against the library's own declaration. */
+ * the forwarding definitions are all made from it. Each slot has the type of the
+ * library's own declaration (__typeof__, as systemd's DLSYM_PROTOTYPE), and each
+ * forwarding definition must match that declaration, or the build fails. */
 #include "cxlib.h"
 #include <X11/Xlib.h>
+#include <X11/extensions/XInput2.h>
+#include <X11/extensions/Xrandr.h>
 #include <X11/extensions/scrnsaver.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -44,11 +47,16 @@
       (d, timeout, interval, preferBlanking, allowExposures)) \
     F(Xss, Bool, XScreenSaverQueryExtension, (Display *d, int *event, int *error), (d, event, error)) \
     F(Xss, XScreenSaverInfo *, XScreenSaverAllocInfo, (void), ()) \
-    F(Xss, Status, XScreenSaverQueryInfo, (Display *d, Drawable drawable, XScreenSaverInfo *info), (d, drawable, info))
+    F(Xss, Status, XScreenSaverQueryInfo, (Display *d, Drawable drawable, XScreenSaverInfo *info), (d, drawable, info)) \
+    F(Xi, Status, XIQueryVersion, (Display *d, int *major, int *minor), (d, major, minor)) \
+    F(Xi, int, XISelectEvents, (Display *d, Window w, XIEventMask *masks, int count), (d, w, masks, count)) \
+    F(Xrandr, Status, XRRQueryVersion, (Display *d, int *major, int *minor), (d, major, minor)) \
+    F(Xrandr, XRRMonitorInfo *, XRRGetMonitors, (Display *d, Window w, Bool active, int *count), (d, w, active, count))
 
-/* The one function of the list that returns nothing. */
+/* The functions of the list that return nothing. */
 #define XIL_XLIB_PROCEDURES(F) \
-    F(Xss, void, XScreenSaverSelectInput, (Display *d, Drawable drawable, unsigned long mask), (d, drawable, mask))
+    F(Xss, void, XScreenSaverSelectInput, (Display *d, Drawable drawable, unsigned long mask), (d, drawable, mask)) \
+    F(Xrandr, void, XRRFreeMonitors, (XRRMonitorInfo *monitors), (monitors))
 
 #define XIL_ALL(F) XIL_XLIB_FUNCTIONS(F) XIL_XLIB_PROCEDURES(F)
 
@@ -56,36 +64,40 @@
 enum { function_count = 0 XIL_ALL(XIL_ONE) };
 
 static struct {
-#define XIL_SLOT(lib, ret, name, params, args) ret (*name) params;
+#define XIL_SLOT(lib, ret, name, params, args) __typeof__(name) *name;
     XIL_ALL(XIL_SLOT)
 } xlib;
 
-static _Noreturn void used_before_loading(const char *name) {
+static _Noreturn void used_before_loading(const char *name, const char *library) {
     /* No stdio: this may run where stderr is the only thing that still works. */
     static const char head[] = "xidlelock: internal error: ";
-    static const char tail[] = " called before libX11 was loaded\n";
+    static const char middle[] = " called before ";
+    static const char tail[] = " was loaded\n";
     (void)!write(2, head, sizeof head - 1);
     for (const char *c = name; *c; c++) (void)!write(2, c, 1);
+    (void)!write(2, middle, sizeof middle - 1);
+    for (const char *c = library; *c; c++) (void)!write(2, c, 1);
     (void)!write(2, tail, sizeof tail - 1);
     abort();
 }
 
 #define XIL_FORWARD(lib, ret, name, params, args) \
     ret name params { \
-        if (!xlib.name) used_before_loading(#name); \
+        if (!xlib.name) used_before_loading(#name, "lib" #lib); \
         return xlib.name args; \
     }
 XIL_XLIB_FUNCTIONS(XIL_FORWARD)
 
 #define XIL_FORWARD_PROCEDURE(lib, ret, name, params, args) \
     ret name params { \
-        if (!xlib.name) used_before_loading(#name); \
+        if (!xlib.name) used_before_loading(#name, "lib" #lib); \
         xlib.name args; \
     }
 XIL_XLIB_PROCEDURES(XIL_FORWARD_PROCEDURE)
 
-/* Loads one library's share of the list. */
-static int load_part(const char *library, const char *part, char *error, size_t size) {
+/* Loads one library's share of the list, once. */
+static int load_part(const char *library, const char *part, int *loaded, char *error, size_t size) {
+    if (*loaded) return 0;
     const char *names[function_count];
     void **slots[function_count];
     int count = 0;
@@ -96,12 +108,23 @@ static int load_part(const char *library, const char *part, char *error, size_t 
         count++; \
     }
     XIL_ALL(XIL_ENTRY)
-    return xil_load_library(library, names, slots, count, NULL, error, size);
+    if (xil_load_library(library, names, slots, count, NULL, error, size) != 0) return -1;
+    *loaded = 1;
+    return 0;
 }
 
 int xil_xlib_load(char *error, size_t size) {
-    if (xlib.XOpenDisplay && xlib.XScreenSaverQueryInfo) return 0;
-    if (load_part("libX11.so.6", "X11", error, size) != 0) return -1;
-    if (load_part("libXss.so.1", "Xss", error, size) != 0) return -1;
-    return 0;
+    static int x11, xss;
+    if (load_part("libX11.so.6", "X11", &x11, error, size) != 0) return -1;
+    return load_part("libXss.so.1", "Xss", &xss, error, size);
+}
+
+int xil_xi_load(char *error, size_t size) {
+    static int loaded;
+    return load_part("libXi.so.6", "Xi", &loaded, error, size);
+}
+
+int xil_xrandr_load(char *error, size_t size) {
+    static int loaded;
+    return load_part("libXrandr.so.2", "Xrandr", &loaded, error, size);
 }
