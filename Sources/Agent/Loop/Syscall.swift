@@ -19,9 +19,10 @@ enum IOResult<Value> {
     case wouldBlock
 }
 
-/// Every system call of the agent goes through here: EINTR is retried in this one
-/// place, a failure becomes a `SystemError` naming the call, and EAGAIN (for
-/// non-blocking descriptors) is a value, not an error.
+/// The wrapper for system calls whose failure the agent acts on: EINTR is retried
+/// in this one place, a failure becomes a `SystemError` naming the call, and EAGAIN
+/// (for non-blocking descriptors) is a value, not an error. (Not every call goes
+/// through it: see README, How it works.)
 enum Syscall {
     /// Calls `body` until it does not fail with EINTR; -1 throws.
     @discardableResult
