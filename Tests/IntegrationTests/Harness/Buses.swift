@@ -12,8 +12,21 @@ let testSessionID = "c1"
 /// One private `dbus-daemon`, listening on a socket in the sandbox. Its address comes
 /// from `--print-address=1` into a file (files, not pipes: see startProcess).
 final class DBusDaemon {
+    /// Which rules the daemon enforces.
+    enum Policy {
+        /// The session configuration: only the daemon's own user may connect; everything
+        /// is allowed between its clients.
+        case session
+        /// Debian's system bus configuration (/usr/share/dbus-1/system.conf and the
+        /// services' system.d files), run as root: every local user may connect and send
+        /// signals, also to one connection's unique name; only root may own
+        /// org.freedesktop.login1. See `debianSystemConfig`.
+        case debianSystem
+    }
+
     let name: String
     let socketPath: String
+    let policy: Policy
     private(set) var process: Process
     /// What the daemon printed (with its guid).
     private(set) var printedAddress = ""
@@ -23,21 +36,61 @@ final class DBusDaemon {
     /// (unix:path=/run/user/UID/bus), so that a restarted daemon (a new guid) is the same bus.
     var address: String { "unix:path=\(socketPath)" }
 
-    init(_ name: String, in directory: URL) async throws {
+    init(_ name: String, in directory: URL, policy: Policy = .session) async throws {
         self.name = name
         self.directory = directory
+        self.policy = policy
         socketPath = directory.appending(path: "\(name).bus").path
-        process = try DBusDaemon.launch(name, socketPath, in: directory)
+        process = try DBusDaemon.launch(name, socketPath, policy, in: directory)
         printedAddress = try await readAddress()
     }
 
-    private static func launch(_ name: String, _ socketPath: String, in directory: URL) throws -> Process {
-        // The session configuration for both: the "system" one only stands in for the
-        // system bus (everything runs as the test's user).
-        try startProcess("dbus-daemon", ["--session", "--nofork", "--print-address=1", "--address=unix:path=\(socketPath)"],
-                         environment: ProcessInfo.processInfo.environment, in: directory,
-                         stdout: directory.appending(path: "\(name)-bus.address"),
-                         stderr: directory.appending(path: "\(name)-bus.log"))
+    private static func launch(_ name: String, _ socketPath: String, _ policy: Policy, in directory: URL) throws -> Process {
+        let arguments: [String]
+        switch policy {
+        case .session:
+            // The session configuration: a "system" bus of this kind only stands in for the
+            // system bus (everything runs as the test's user).
+            arguments = ["--session", "--address=unix:path=\(socketPath)"]
+        case .debianSystem:
+            let config = directory.appending(path: "\(name)-bus.conf")
+            try debianSystemConfig(listen: socketPath).write(to: config, atomically: true, encoding: .utf8)
+            arguments = ["--config-file=\(config.path)"]
+        }
+        return try startProcess("dbus-daemon", arguments + ["--nofork", "--print-address=1"],
+                                environment: ProcessInfo.processInfo.environment, in: directory,
+                                stdout: directory.appending(path: "\(name)-bus.address"),
+                                stderr: directory.appending(path: "\(name)-bus.log"))
+    }
+
+    /// Debian's /usr/share/dbus-1/system.conf for a private daemon: it listens on
+    /// `listen` (the daemon makes the socket mode 0777, as /run/dbus/system_bus_socket),
+    /// stays the user who starts it (no <user>), in the foreground (no <fork/>), without
+    /// a pid file or syslog, and starts no system service (no service directories, no
+    /// setuid launch helper: a call to a name nobody owns fails, nothing real is
+    /// activated). The <policy> blocks are Debian's, untouched, and so are the services'
+    /// rules (the system.d directories, now named by absolute path: a relative one is
+    /// relative to the configuration file).
+    static func debianSystemConfig(listen: String) throws -> String {
+        var text = try String(contentsOfFile: "/usr/share/dbus-1/system.conf", encoding: .utf8)
+        func drop(_ pattern: String) {
+            while let range = text.range(of: pattern, options: .regularExpression) { text.removeSubrange(range) }
+        }
+        drop("<user>[^<]*</user>")
+        drop("<fork/>")
+        drop("<pidfile>[^<]*</pidfile>")
+        drop("<syslog/>")
+        drop("<standard_system_servicedirs/>")
+        drop("<servicehelper>[^<]*</servicehelper>")
+        func replace(_ pattern: String, with replacement: String) throws {
+            guard let range = text.range(of: pattern, options: .regularExpression) else {
+                throw CocoaError(.fileReadCorruptFile, userInfo: ["reason": "/usr/share/dbus-1/system.conf has no \(pattern)"])
+            }
+            text.replaceSubrange(range, with: replacement)
+        }
+        try replace("<listen>[^<]*</listen>", with: "<listen>unix:path=\(listen)</listen>")
+        try replace("<includedir>system.d</includedir>", with: "<includedir>/usr/share/dbus-1/system.d</includedir>")
+        return text
     }
 
     private func readAddress() async throws -> String {
@@ -71,7 +124,7 @@ final class DBusDaemon {
     func restart() async throws {
         await stop()
         try? FileManager.default.removeItem(atPath: socketPath)
-        process = try DBusDaemon.launch(name, socketPath, in: directory)
+        process = try DBusDaemon.launch(name, socketPath, policy, in: directory)
         printedAddress = try await readAddress()
     }
 
@@ -92,6 +145,11 @@ func stopProcess(_ process: Process, _ what: String) async {
 /// for the system bus with python3-dbusmock's logind template on it, holding a session
 /// (`c1`) of this user. The agent finds them through DBUS_SESSION_BUS_ADDRESS,
 /// DBUS_SYSTEM_BUS_ADDRESS and XDG_SESSION_ID.
+///
+/// With `systemPolicy: .debianSystem` the system bus enforces Debian's real rules (see
+/// `DBusDaemon.debianSystemConfig`), so that a second local user (`nobody`) reaches it
+/// as it would reach the machine's: the test must run as root, as logind does (only
+/// root may own org.freedesktop.login1, by systemd's own rule in system.d).
 final class Buses {
     let session: DBusDaemon
     let system: DBusDaemon
@@ -99,10 +157,10 @@ final class Buses {
     private let directory: URL
     private var logindStarts = 0
 
-    init(in directory: URL) async throws {
+    init(in directory: URL, systemPolicy: DBusDaemon.Policy = .session) async throws {
         self.directory = directory
         session = try await DBusDaemon("session", in: directory)
-        system = try await DBusDaemon("system", in: directory)
+        system = try await DBusDaemon("system", in: directory, policy: systemPolicy)
         do {
             try await startLogind()
         } catch {

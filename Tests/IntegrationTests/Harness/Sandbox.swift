@@ -17,13 +17,18 @@ final class Sandbox {
     /// Runs `body` with a fresh sandbox (with an X server started with `serverArguments`,
     /// unless `display` is false; with `buses`, a private session bus and a system bus
     /// served by logind's mock) and cleans up afterwards, whether the body passed or threw.
+    /// `systemBus: .debianSystem` (with `buses`) runs the system bus with Debian's own
+    /// rules (see `Buses`), and opens the sandbox to other users (mode 0755), so that a
+    /// process of another local user can reach its socket and the files it is given.
     static func with<R>(display: Bool = true, serverArguments: [String] = [], buses: Bool = false,
+                        systemBus: DBusDaemon.Policy = .session,
                         _ body: (Sandbox) async throws -> R) async throws -> R {
         let sandbox = try Sandbox()
         do {
             sandbox.serverArguments = serverArguments
             if display { sandbox.server = try await XvfbServer(in: sandbox.directory, extraArguments: serverArguments) }
-            if buses { sandbox.buses = try await Buses(in: sandbox.directory) }
+            if systemBus == .debianSystem { chmod(sandbox.directory.path, 0o755) }
+            if buses { sandbox.buses = try await Buses(in: sandbox.directory, systemPolicy: systemBus) }
             let result = try await body(sandbox)
             await sandbox.tearDown()
             return result
