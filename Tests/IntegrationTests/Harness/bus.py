@@ -20,6 +20,34 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
                                             exists, then UnInhibit (or just leave) and exit
     bus.py own-screensaver --until FILE     own org.freedesktop.ScreenSaver until FILE exists
     bus.py watch-active                     print every ActiveChanged signal (both paths)
+    bus.py ss-inhibit ... --name            also print the caller's unique name (`name :1.N`)
+    bus.py ss-inhibit-many PATH COUNT --until FILE [--window N]
+                                            COUNT Inhibits on one connection, at most N (all,
+                                            by default) sent ahead of the answers; prints (JSON) how many
+                                            were granted and how the others were refused, then
+                                            stays on the bus until FILE exists
+    bus.py ss-flood PATH SECONDS            Inhibit calls as fast as the bus takes them for
+                                            SECONDS, never waiting for an answer
+    bus.py ss-repeat PATH METHOD EVERY SECONDS
+                                            METHOD (no arguments) every EVERY s for SECONDS
+    bus.py ss-follow PATH APP REASON --until FILE
+                                            as a browser playing a film: Inhibit whenever
+                                            org.freedesktop.ScreenSaver gets an owner (and at
+                                            once if it has one), until FILE exists
+
+A second local user's forgeries on the system bus (run as that user; no file written):
+
+    bus.py forge AGENT_PID KIND [--for SECONDS] [--every SECONDS]
+        finds the connection of process AGENT_PID (ListNames, GetConnectionUnixProcessID)
+        and sends it unicast signals with logind's path and interface, KIND one of:
+        inactive, active      the session's PropertiesChanged {"Active": false/true}
+        pulse                 inactive, active, inactive... every --every s for --for s
+        lock                  the session's Lock
+        sleep-true, sleep-false   the manager's PrepareForSleep(true/false)
+        flood                 PropertiesChanged of the session invalidating Active, and of
+                              the manager invalidating BlockInhibited, as fast as the bus
+                              takes them, for --for s
+        prints `target :1.N` once found, then `sent N` once the bus has routed them all
 
 Waits poll with a deadline; each exits non-zero with a message when it passes.
 Processes that stay append their pid to `bus.pids` in the working directory (the
@@ -32,6 +60,7 @@ import sys
 import time
 
 import dbus
+import dbus.lowlevel
 
 LOGIN1 = 'org.freedesktop.login1'
 MANAGER_PATH = '/org/freedesktop/login1'
@@ -200,6 +229,227 @@ def sleep_cycle(args):
                       'keyboard_grabbed_at_release': grabbed}), flush=True)
 
 
+def connection_of(bus, pid, timeout=20.0):
+    """The unique name of the connection of process `pid` (ListNames, then
+    GetConnectionUnixProcessID of each), waited for with a deadline."""
+    driver = bus.get_object('org.freedesktop.DBus', '/org/freedesktop/DBus', introspect=False)
+    deadline = time.monotonic() + timeout
+    while True:
+        for name in driver.ListNames(dbus_interface='org.freedesktop.DBus'):
+            if not name.startswith(':'):
+                continue
+            try:
+                if int(driver.GetConnectionUnixProcessID(name, dbus_interface='org.freedesktop.DBus')) == pid:
+                    return str(name)
+            except dbus.exceptions.DBusException:
+                pass  # gone in between
+        if time.monotonic() > deadline:
+            fail(f'no connection of pid {pid} on the bus within {timeout} s')
+        time.sleep(0.05)
+
+
+def round_trip(bus):
+    """A call to the bus itself: the daemon handles a connection's messages in order, so
+    once it answers, everything sent before has been routed."""
+    bus.get_object('org.freedesktop.DBus', '/org/freedesktop/DBus', introspect=False) \
+        .GetId(dbus_interface='org.freedesktop.DBus')
+
+
+def forged(target, path, interface, member, signature=None, *args):
+    message = dbus.lowlevel.SignalMessage(path, interface, member)
+    message.set_destination(target)
+    if signature is not None:
+        message.append(*args, signature=signature)
+    return message
+
+
+def forged_active(target, path, active):
+    return forged(target, path, PROPERTIES, 'PropertiesChanged', 'sa{sv}as', SESSION,
+                  dbus.Dictionary({'Active': dbus.Boolean(active, variant_level=1)}, signature='sv'),
+                  dbus.Array([], signature='s'))
+
+
+def forge(args):
+    pid, kind = int(args[0]), args[1]
+    seconds, every = 10.0, 0.5
+    rest = args[2:]
+    while rest:
+        flag = rest.pop(0)
+        if flag == '--for':
+            seconds = float(rest.pop(0))
+        elif flag == '--every':
+            every = float(rest.pop(0))
+        else:
+            fail(f'forge: unknown argument {flag}')
+    bus = dbus.SystemBus()
+    target = connection_of(bus, pid)
+    print(f'target {target}', flush=True)
+    session_id = os.environ.get('XDG_SESSION_ID') or fail('no XDG_SESSION_ID')
+    session_path = f'{MANAGER_PATH}/session/{session_id}'
+    sent = 0
+    if kind in ('inactive', 'active'):
+        bus.send_message(forged_active(target, session_path, kind == 'active'))
+        sent = 1
+    elif kind == 'lock':
+        bus.send_message(forged(target, session_path, SESSION, 'Lock'))
+        sent = 1
+    elif kind in ('sleep-true', 'sleep-false'):
+        bus.send_message(forged(target, MANAGER_PATH, MANAGER, 'PrepareForSleep', 'b', kind == 'sleep-true'))
+        sent = 1
+    elif kind == 'pulse':
+        end = time.monotonic() + seconds
+        active = False
+        while time.monotonic() < end:
+            bus.send_message(forged_active(target, session_path, active))
+            bus.flush()
+            sent += 1
+            if sent == 1:
+                print('pulsing', flush=True)
+            active = not active
+            time.sleep(every)
+    elif kind == 'flood':
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for _ in range(50):
+                bus.send_message(forged(target, session_path, PROPERTIES, 'PropertiesChanged', 'sa{sv}as', SESSION,
+                                        dbus.Dictionary({}, signature='sv'), dbus.Array(['Active'], signature='s')))
+                bus.send_message(forged(target, MANAGER_PATH, PROPERTIES, 'PropertiesChanged', 'sa{sv}as', MANAGER,
+                                        dbus.Dictionary({}, signature='sv'), dbus.Array(['BlockInhibited'], signature='s')))
+                sent += 2
+            bus.flush()
+            if sent == 100:
+                print('flooding', flush=True)
+    else:
+        fail(f'forge: unknown kind {kind}')
+    bus.flush()
+    round_trip(bus)
+    print(f'sent {sent}', flush=True)
+
+
+def screensaver_call(path, method, *args, signature=None):
+    message = dbus.lowlevel.MethodCallMessage(SCREENSAVER, path, SCREENSAVER, method)
+    if signature is not None:
+        message.append(*args, signature=signature)
+    return message
+
+
+def ss_inhibit_many(args):
+    """COUNT Inhibits pipelined on one connection; the answers read as they come."""
+    from dbus.mainloop.glib import DBusGMainLoop
+    from gi.repository import GLib
+    path, count = args[0], int(args[1])
+    until = args[args.index('--until') + 1]
+    window = int(args[args.index('--window') + 1]) if '--window' in args else count
+    record_pid()
+    DBusGMainLoop(set_as_default=True)
+    bus = dbus.SessionBus()
+    answers = [None] * count
+    loop = GLib.MainLoop()
+    left = [count]
+
+    sent = [0]
+
+    def send_next():
+        k = sent[0]
+        sent[0] += 1
+        bus.send_message_with_reply(screensaver_call(path, 'Inhibit', f'app-{k}', 'many', signature='ss'),
+                                    answered(k), 120.0)
+
+    def answered(k):
+        def handler(message):
+            if isinstance(message, dbus.lowlevel.ErrorMessage):
+                answers[k] = ('error', message.get_error_name())
+            else:
+                answers[k] = ('cookie', int(message.get_args_list()[0]))
+            left[0] -= 1
+            if left[0] == 0:
+                loop.quit()
+            elif sent[0] < count:
+                send_next()
+        return handler
+
+    for _ in range(min(window, count)):
+        send_next()
+    GLib.timeout_add(120 * 1000, loop.quit)
+    loop.run()
+    granted = [k for k, a in enumerate(answers) if a and a[0] == 'cookie']
+    errors = [a[1] for a in answers if a and a[0] == 'error']
+    print(json.dumps({'granted': len(granted), 'refused': len(errors), 'unanswered': answers.count(None),
+                      'last_granted': granted[-1] if granted else None,
+                      'first_refused': next((k for k, a in enumerate(answers) if a and a[0] == 'error'), None),
+                      'errors': sorted(set(errors))}), flush=True)
+    wait_for_file(until, timeout=300)
+
+
+def ss_flood(args):
+    path, seconds = args[0], float(args[1])
+    bus = dbus.SessionBus()
+    end = time.monotonic() + seconds
+    sent = 0
+    while time.monotonic() < end:
+        for _ in range(50):
+            bus.send_message(screensaver_call(path, 'Inhibit', f'flood {os.getpid()}', 'flooding', signature='ss'))
+            sent += 1
+        bus.flush()
+        if sent == 50:
+            print('flooding', flush=True)
+    print(f'sent {sent}', flush=True)
+
+
+def ss_repeat(args):
+    path, method, every, seconds = args[0], args[1], float(args[2]), float(args[3])
+    obj = dbus.SessionBus().get_object(SCREENSAVER, path, introspect=False)
+    end = time.monotonic() + seconds
+    calls = 0
+    while time.monotonic() < end:
+        getattr(obj, method)(dbus_interface=SCREENSAVER)
+        calls += 1
+        if calls == 1:
+            print('called', flush=True)
+        time.sleep(every)
+    print(f'calls {calls}', flush=True)
+
+
+def ss_follow(args):
+    """What Chromium does: it inhibits through the service whenever one appears."""
+    from dbus.mainloop.glib import DBusGMainLoop
+    from gi.repository import GLib
+    path, app, reason = args[0], args[1], args[2]
+    until = args[args.index('--until') + 1]
+    record_pid()
+    DBusGMainLoop(set_as_default=True)
+    bus = dbus.SessionBus()
+    loop = GLib.MainLoop()
+
+    def inhibit():
+        obj = bus.get_object(SCREENSAVER, path, introspect=False)
+        try:
+            cookie = obj.Inhibit(app, reason, dbus_interface=SCREENSAVER)
+            print(f'inhibited {int(cookie)}', flush=True)
+        except dbus.exceptions.DBusException as e:
+            print(f'refused {e.get_dbus_name()}', flush=True)
+
+    def owner_changed(name, old, new):
+        if name == SCREENSAVER and new:
+            GLib.idle_add(lambda: inhibit() and False)
+
+    bus.add_signal_receiver(owner_changed, 'NameOwnerChanged', 'org.freedesktop.DBus', 'org.freedesktop.DBus',
+                            '/org/freedesktop/DBus', arg0=SCREENSAVER)
+    round_trip(bus)
+    print('watching', flush=True)
+    if bus.name_has_owner(SCREENSAVER):
+        inhibit()
+
+    def check():
+        if os.path.exists(until):
+            loop.quit()
+            return False
+        return True
+
+    GLib.timeout_add(20, check)
+    loop.run()
+
+
 def convert(method, args):
     if method == 'UnInhibit':
         return [dbus.UInt32(int(args[0]))]
@@ -266,16 +516,29 @@ def main():
         path, app, reason = args[0], args[1], args[2]
         until = args[args.index('--until') + 1]
         record_pid()
-        obj = dbus.SessionBus().get_object(SCREENSAVER, path, introspect=False)
+        bus = dbus.SessionBus()
+        obj = bus.get_object(SCREENSAVER, path, introspect=False)
         try:
             cookie = obj.Inhibit(app, reason, dbus_interface=SCREENSAVER)
         except dbus.exceptions.DBusException as e:
             fail(f'{e.get_dbus_name()}: {e.get_dbus_message()}')
         print(int(cookie), flush=True)
+        if '--name' in args:
+            print(f'name {bus.get_unique_name()}', flush=True)
         wait_for_file(until)
         if '--uninhibit' in args:
             obj.UnInhibit(cookie, dbus_interface=SCREENSAVER)
             print('uninhibited', flush=True)
+    elif command == 'ss-inhibit-many':
+        ss_inhibit_many(args)
+    elif command == 'ss-flood':
+        ss_flood(args)
+    elif command == 'ss-repeat':
+        ss_repeat(args)
+    elif command == 'ss-follow':
+        ss_follow(args)
+    elif command == 'forge':
+        forge(args)
     elif command == 'own-screensaver':
         until = args[args.index('--until') + 1]
         record_pid()
