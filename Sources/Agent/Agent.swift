@@ -120,7 +120,9 @@ public final class Agent {
         perform(.start(serverIdle: x.idleTime() ?? .zero, awaiting: awaiting))
     }
 
-    /// Every source of the agent, in the order they prepare before each wait.
+    /// The agent's own sources, made at start; the buses and the sound server add
+    /// theirs when they connect. They prepare in the order added, the deadline timer
+    /// and the keep-awake check after all others (`preparesLast`).
     private func makeSources() throws(SystemError) {
         loop.add(XInputSource(x, wantsInput: { [unowned self] in machine.listensForInput },
                               onInput: { [unowned self] in perform(.input) },
@@ -144,14 +146,13 @@ public final class Agent {
             Log.write(.warning, "cannot watch for resumes from suspend: gaps are noticed at the next wake-up instead")
         }
         if let adopted {
-            loop.add(ProcessWatch(pid: adopted.pid, pidfd: adopted.pidfd) { [unowned self] in
+            loop.add(ProcessWatch(pidfd: adopted.pidfd) { [unowned self] in
                 children.adoptedLocker = nil
                 children.lockerRecord?.clear()
                 perform(.lockerFact(.endedUnseen))
             })
         }
         loop.add(children)
-        // Last: armed once everything before it has run.
         loop.add(try DeadlineTimer(nextDeadline: { [unowned self] in machine.nextDeadline }) { [unowned self] in wake() })
     }
 

@@ -117,7 +117,8 @@ int xil_bus_process(sd_bus *bus, int budget) {
  * per client. When it leaves the bus its holds end. This is no hold bookkeeping:
  * which holds it has, and whether it may have more, the agent's core decides. */
 #define CALLERS_MAX 512
-#define CALLER_WAITING_MAX 8
+/* As many as the agent lets one client hold: a browser that opens its tabs at once is never refused for asking early. */
+#define CALLER_WAITING_MAX 32
 struct caller {
     char *name;
     uint32_t pid;

@@ -3,13 +3,11 @@ import Glibc
 /// A process that is not our child (a locker adopted from an earlier agent),
 /// watched through a pidfd, which becomes readable when it ends.
 final class ProcessWatch: EventSource {
-    let pid: pid_t
     private let pidfd: Int32
     private let onEnd: () -> Void
     private(set) var isFinished = false
 
-    init(pid: pid_t, pidfd: Int32, onEnd: @escaping () -> Void) {
-        self.pid = pid
+    init(pidfd: Int32, onEnd: @escaping () -> Void) {
         self.pidfd = pidfd
         self.onEnd = onEnd
     }

@@ -400,14 +400,18 @@ def ss_repeat(args):
     path, method, every, seconds = args[0], args[1], float(args[2]), float(args[3])
     obj = dbus.SessionBus().get_object(SCREENSAVER, path, introspect=False)
     end = time.monotonic() + seconds
-    calls = 0
+    calls = refused = 0
     while time.monotonic() < end:
-        getattr(obj, method)(dbus_interface=SCREENSAVER)
+        # An attacker goes on whatever the answer: a refusal is counted, not fatal.
+        try:
+            getattr(obj, method)(dbus_interface=SCREENSAVER)
+        except dbus.exceptions.DBusException:
+            refused += 1
         calls += 1
         if calls == 1:
             print('called', flush=True)
         time.sleep(every)
-    print(f'calls {calls}', flush=True)
+    print(f'calls {calls} refused {refused}', flush=True)
 
 
 def ss_follow(args):
