@@ -26,7 +26,7 @@
     X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_get_property_trivial) \
     X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
     X(sd_bus_get_name_creds) X(sd_bus_message_get_bus) X(sd_bus_add_match) X(sd_bus_slot_unref) \
-    X(sd_bus_message_ref)
+    X(sd_bus_message_ref) X(sd_bus_get_n_queued_write)
 
 #define XIL_DECLARE(name) static __typeof__(name) *p_##name;
 XIL_BUS_FUNCTIONS(XIL_DECLARE)
@@ -98,6 +98,11 @@ uint64_t xil_bus_timeout(sd_bus *bus) {
     uint64_t usec = UINT64_MAX;
     if (p_sd_bus_get_timeout(bus, &usec) < 0) return UINT64_MAX;
     return usec;
+}
+
+uint64_t xil_bus_queued_writes(sd_bus *bus) {
+    uint64_t n = 0;
+    return p_sd_bus_get_n_queued_write(bus, &n) < 0 ? 0 : n;
 }
 
 int xil_bus_process(sd_bus *bus, int budget) {

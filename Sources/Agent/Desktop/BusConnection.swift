@@ -14,6 +14,12 @@ final class BusConnection: EventSource {
     private var morePending = false
     /// Messages handled per turn of the loop.
     static let messagesPerTurn: Int32 = 64
+    /// Replies the bus has not taken yet past which the agent reads no more than one
+    /// message a turn: a client that floods without reading its answers fills the
+    /// bus's buffers, not the agent's memory.
+    static let queuedWritesLimit: UInt64 = 64
+
+    private var backedUp: Bool { xil_bus_queued_writes(bus) > BusConnection.queuedWritesLimit }
 
     init(bus: OpaquePointer, name: String, onLost: @escaping (Int32) -> Void) {
         self.bus = bus
@@ -22,12 +28,14 @@ final class BusConnection: EventSource {
     }
 
     var pollInterest: (fd: Int32, events: PollEvents)? {
-        isFinished ? nil : (xil_bus_fd(bus), PollEvents(rawValue: Int16(truncatingIfNeeded: xil_bus_events(bus))))
+        guard !isFinished else { return nil }
+        // Backed up: wait until the bus takes what is written, then go on reading.
+        return (xil_bus_fd(bus), backedUp ? .writable : PollEvents(rawValue: Int16(truncatingIfNeeded: xil_bus_events(bus))))
     }
 
     var deadline: MonotonicInstant? {
         guard !isFinished else { return nil }
-        if morePending { return MonotonicInstant(.zero) }
+        if morePending && !backedUp { return MonotonicInstant(.zero) }
         let usec = xil_bus_timeout(bus)
         return usec == UInt64.max ? nil : MonotonicInstant(.ms(Int64(clamping: usec / 1000)))
     }
@@ -42,7 +50,8 @@ final class BusConnection: EventSource {
     func dispatch(_ events: PollEvents) { process() }
 
     private func process() {
-        let r = xil_bus_process(bus, BusConnection.messagesPerTurn)
+        // Each call writes what the bus takes before it reads one message.
+        let r = xil_bus_process(bus, backedUp ? 1 : BusConnection.messagesPerTurn)
         morePending = r > 0
         guard r < 0, !isFinished else { return }
         isFinished = true

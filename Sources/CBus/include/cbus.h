@@ -55,6 +55,8 @@ uint64_t xil_bus_timeout(sd_bus *bus);
  * deadlines. 0 when nothing is left, 1 when more may be pending (call again
  * without waiting), -errno when the connection is lost. */
 int xil_bus_process(sd_bus *bus, int budget);
+/* Messages written by the agent that the bus has not taken yet. */
+uint64_t xil_bus_queued_writes(sd_bus *bus);
 
 /* Serves org.freedesktop.ScreenSaver at /org/freedesktop/ScreenSaver and
  * /ScreenSaver. 1: the name is ours; 0: another program owns it (its pid, or 0,
