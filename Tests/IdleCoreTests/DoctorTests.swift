@@ -94,3 +94,24 @@ struct DoctorDiagnosisTests {
         #expect(findings.first?["check"] == .string("display"))
     }
 }
+
+@Suite("doctor on what others tried")
+struct DoctorAttackTests {
+    @Test("forged logind signals are a warning naming what to do; refused holds and holds past the list are named")
+    func forgedAndRefused() throws {
+        var facts = try DoctorDiagnosisTests.healthy()
+        facts.status = try JSONValue(parsing: """
+            {"v":1,"ok":true,"state":"inhibited","idle_ms":60000,"locker":null,"disabled":false,"session_active":true,
+             "policy":null,"settings":[],"stages":[{"name":"lock","role":"lock","idle_ms":600000}],
+             "inhibitors":[{"id":7,"source":"dbus","who":"pid 9 (firefox-esr), :1.9","why":"firefox-esr: Playing video"}],
+             "inhibitor_count":33,
+             "refused_holds":[{"source":"logind","who":"backup (pid 77, uid 0, logind)","why":"running","reason":"it belongs to another user (uid 0); --logind-inhibitors own"}],
+             "desktop":{"session_bus":true,"screensaver_service":true,"system_bus":true,"logind_session":"/org/freedesktop/login1/session/c1","forged_signals":12}}
+            """)
+        let report = Doctor.diagnose(facts)
+        #expect(report.text.contains("12 signals claiming to be logind's came from other connections and were dropped"), "\(report.text)")
+        #expect(report.text.contains("and 32 more holds"), "\(report.text)")
+        #expect(report.text.contains("backup (pid 77, uid 0, logind) [logind]: it belongs to another user (uid 0)"), "\(report.text)")
+        #expect(!report.lockWouldHappen)
+    }
+}
