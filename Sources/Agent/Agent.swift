@@ -32,6 +32,10 @@ public final class Agent {
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         Log.threshold = options.verbosity.threshold
         Log.makeNonBlocking()
+        if let refusal = WaylandSession.refusal(sessionType: SocketPath.environment("XDG_SESSION_TYPE"),
+                                                waylandDisplay: SocketPath.environment("WAYLAND_DISPLAY")) {
+            throw .unavailable(refusal)
+        }
         if !options.configFiles.isEmpty {
             Log.write(.info, "settings read from \(options.configFiles.joined(separator: ", ")) and the flags")
         }

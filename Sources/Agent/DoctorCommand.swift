@@ -15,6 +15,8 @@ public enum DoctorCommand {
     static func facts(_ options: DoctorOptions) -> DoctorFacts {
         var facts = DoctorFacts()
         facts.display = getenv("DISPLAY").map { String(cString: $0) }
+        facts.sessionProblem = WaylandSession.refusal(sessionType: SocketPath.environment("XDG_SESSION_TYPE"),
+                                                      waylandDisplay: SocketPath.environment("WAYLAND_DISPLAY"))
         var x: XServer?
         do throws(AgentError) {
             x = try XServer()

@@ -29,6 +29,7 @@ public struct AgentOptions: Equatable, Sendable {
     public var socket: String?
     public var secure = false
     public var lockBeforeSleep = true
+    public var lockOnSwitch = false
     public var beforeSleep: String?
     public var afterResume: String?
     public var transferSleepLock = false
@@ -105,6 +106,9 @@ public struct AgentOptions: Equatable, Sendable {
         },
         OptionSpec("--no-lock-before-sleep", nil, "Do not lock when logind announces a suspend (by default the sleep waits until the locker covers the screen).") { o, _ in
             o.lockBeforeSleep = false
+        },
+        OptionSpec("--lock-on-switch", nil, "Lock the moment another session comes to the front (a switch to another VT or user), as logind reports it.") { o, _ in
+            o.lockOnSwitch = true
         },
         OptionSpec("--before-sleep", "CMD", "Shell command run when the system is about to sleep, inside logind's sleep delay.") { o, v throws(UsageError) in
             o.beforeSleep = try command(v, for: "--before-sleep")
@@ -221,6 +225,7 @@ public struct AgentOptions: Equatable, Sendable {
             suspendCountsAsIdle: !suspendResetsIdle
         )
         config.lockBeforeSleep = lockBeforeSleep && logind
+        config.lockOnSwitch = lockOnSwitch
         config.beforeSleep = beforeSleep
         config.afterResume = afterResume
         if let corners = secure ? corners?.withoutHolds : corners, !corners.doesNothing {
@@ -247,6 +252,7 @@ public struct AgentOptions: Equatable, Sendable {
         if ignoreScreensaverReset {
             report.append(ReportedSetting(name: "ignore-screensaver-reset", value: "yes", from: from("--ignore-screensaver-reset")))
         }
+        if lockOnSwitch { report.append(ReportedSetting(name: "lock-on-switch", value: "yes", from: from("--lock-on-switch"))) }
         if let notifyBefore { report.append(ReportedSetting(name: "notify-before", value: notifyBefore.description, from: from("--notify-before"))) }
         if !stages.isEmpty {
             report.append(ReportedSetting(name: "stage", value: stages.map { "\($0.name)=\($0.idleTime)" }.joined(separator: ", "), from: from("--stage")))

@@ -58,6 +58,8 @@ public struct AgentConfig: Equatable, Sendable {
     public var inputPause: Millis
     /// Lock before the system sleeps (logind's PrepareForSleep), holding the sleep off until covered.
     public var lockBeforeSleep: Bool = true
+    /// Lock the moment another session comes to the front (`--lock-on-switch`).
+    public var lockOnSwitch = false
     public var beforeSleep: String?
     public var afterResume: String?
     /// `--corners`; nil when no corner does anything.

@@ -39,6 +39,8 @@ public struct DoctorFacts: Sendable {
     public var keyboardGrabbedByOther: Bool?
     /// Without an agent: why the config files could not be read.
     public var configProblem: String?
+    /// Why this session is not one the agent can watch (Wayland).
+    public var sessionProblem: String?
 
     public init() {}
 }
@@ -108,6 +110,9 @@ public enum Doctor {
     public static func diagnose(_ facts: DoctorFacts) -> DoctorReport {
         var findings: [DoctorFinding] = []
         let display = facts.display ?? "(DISPLAY not set)"
+        if let problem = facts.sessionProblem {
+            findings.append(DoctorFinding("session", .problem, problem, fix: "run swayidle or hypridle in this session; xidlelock is for X11 sessions"))
+        }
         if let problem = facts.displayProblem {
             findings.append(DoctorFinding("display", .problem, problem,
                                           fix: facts.displayFix ?? "run xidlelock inside your X session, where DISPLAY names the display (e.g. :0)"))

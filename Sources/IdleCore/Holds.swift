@@ -152,7 +152,7 @@ extension IdleMachine {
         if let max = config.maxInhibit, holds.budgetSpent {
             return "the policy's max-inhibit (\(max)) is used up until the user is back"
         }
-        if inhibitors.count { $0.owner == owner } >= HoldLimits.perClient {
+        if inhibitors.count(where: { $0.owner == owner }) >= HoldLimits.perClient {
             return "\(HoldLimits.perClient) holds already from this client, the most one may have"
         }
         if inhibitors.count >= HoldLimits.total {

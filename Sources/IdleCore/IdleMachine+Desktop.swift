@@ -81,16 +81,31 @@ extension IdleMachine {
         }
     }
 
-    /// While another session is in front no stage fires; when ours is back, the idle
-    /// period restarts (the user just switched to it).
+    /// Time with another session in front (another VT) is time away from this one:
+    /// no input reaches it, so its idle time goes on and the stages fire on time, and
+    /// whoever switches back finds it locked. The switch back is no activity: only
+    /// input after it is. `--lock-on-switch` locks the moment the session leaves.
     mutating func sessionActive(_ active: Bool, _ now: Instant, _ out: inout [Action]) {
         guard active == sessionInactive else { return }
         sessionInactive = !active
         if active {
-            out.append(.log(.info, "the session is active again: the idle time restarts"))
-            activity(at: now, now, &out)
+            sessionBackAt = now.monotonic
+            // Input from here on must be heard as input: it alone is activity now.
+            listensForInput = true
+            listeningResumesAt = nil
+            listeningSince = now
+            out.append(.log(.info, "this session is in front again after \(idle(at: now)) idle: the idle time goes on until input"))
+            // A locker that failed while the session was away (no grab on an inactive
+            // VT) is started again now, before anyone can use the desktop.
+            if case .retrying = locker {
+                out.append(.log(.info, "the locker failed while another session was in front: starting it again now"))
+                supervisor.retryNow(at: now.boottime)
+            }
+        } else if config.lockOnSwitch {
+            out.append(.log(.info, "another session is in front: locking now (--lock-on-switch)"))
+            lockRequest(from: "the switch to another session (--lock-on-switch)", now, &out)
         } else {
-            out.append(.log(.info, "another session is in front: no stage fires until this one is active"))
+            out.append(.log(.info, "another session is in front: the idle time goes on, the stages fire on time"))
         }
     }
 

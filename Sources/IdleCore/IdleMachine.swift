@@ -24,7 +24,7 @@ public struct IdleMachine: Sendable {
     /// Whether the agent should listen to raw input now. After input it need not:
     /// the server's idle counter tells the rest at the next deadline, so a
     /// 1000 Hz mouse costs one event per idle period instead of a thousand a second.
-    public private(set) var listensForInput = true
+    public internal(set) var listensForInput = true
 
     var listeningResumesAt: BoottimeInstant?
     var listeningSince: Instant
@@ -47,8 +47,12 @@ public struct IdleMachine: Sendable {
     var lockRequested = false
     /// The system waits to sleep until this time at the latest (logind's delay).
     public internal(set) var sleepDelayUntil: BoottimeInstant?
-    /// Another session is in front: no stage fires.
+    /// Another session is in front (another VT): no input reaches this one, so its
+    /// idle time goes on and the stages fire on time.
     public internal(set) var sessionInactive = false
+    /// When this session came back to the front: the X server's counter restarts then
+    /// and its devices come back, which is no activity.
+    var sessionBackAt: MonotonicInstant?
     /// What logind was last told.
     public internal(set) var lockedHint = false
     public internal(set) var idleHint = false
@@ -63,7 +67,7 @@ public struct IdleMachine: Sendable {
     var cornerLockedAt: PointerPosition?
 
     /// What is said once only: disagreements of the two idle sources, refused resets.
-    enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted, resetRefusedSocket, resetRefusedBus, disableRefused, quitRefused }
+    enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted, resetRefusedSocket, resetRefusedBus, disableRefused, quitRefused, switchBackReset }
 
     /// Gaps shorter than this are clock-reading jitter, not a suspend.
     static let gapThreshold = Millis(100)
@@ -73,6 +77,8 @@ public struct IdleMachine: Sendable {
     /// milliseconds, at slightly different instants: server activity this close to
     /// the last one known is the same activity, not new input.
     static let counterJitter = Millis(2)
+    /// How long after the switch back the server's counter may still restart for it.
+    static let switchBackSettle = Millis.seconds(2)
 
     /// `seed` draws the inhibitor ids (the edge gives a random one: cookies must not be guessable).
     public init(config: AgentConfig, now: Instant, seed: UInt64 = 0x5eed) {
@@ -102,7 +108,7 @@ public struct IdleMachine: Sendable {
         if isHeld, let end = holdBudgetEnds { consider(end) }
         // The start's wait matters only to a stage due before it ends: an agent that
         // starts with an hour to go does not wake for it.
-        if let waitEnds = startupWaitEnds, !isDisabled, inhibitors.isEmpty, !sessionInactive, nextStage < config.stages.count {
+        if let waitEnds = startupWaitEnds, !isDisabled, inhibitors.isEmpty, nextStage < config.stages.count {
             consider(max(lastActivity + config.stages[nextStage].idleTime, waitEnds))
         }
         if !listensForInput, let resume = listeningResumesAt { consider(resume) }
@@ -124,7 +130,7 @@ public struct IdleMachine: Sendable {
     public var isDisabled: Bool { disabledUntil != nil }
     /// Stages do not fire while disabled or inhibited, nor before the sources have said
     /// what they hold at start.
-    public var isHeld: Bool { isDisabled || !inhibitors.isEmpty || sessionInactive || awaitingSources }
+    public var isHeld: Bool { isDisabled || !inhibitors.isEmpty || awaitingSources }
     /// The next stage to fire and its name, if the stages are not all fired.
     public var nextStageName: String? { nextStage < config.stages.count ? config.stages[nextStage].name : nil }
     public var hasNotified: Bool { !notifiersShown.isEmpty }
@@ -268,7 +274,15 @@ public struct IdleMachine: Sendable {
                     : "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp); ignoring it (--ignore-screensaver-reset)",
                     &out)
             }
-            if explainedByInput || config.screensaverResetCountsAsActivity {
+            // The switch back to this session restarts the server's counter (measured on
+            // Xorg with logind): that is the switch, not someone at the keyboard. Input
+            // after it comes as raw input (listening is on again since the switch).
+            let atSwitchBack = sessionBackAt.map { back in
+                serverActivity <= back + IdleMachine.switchBackSettle && (lastInput.map { $0.monotonic < back } ?? true)
+            } ?? false
+            if atSwitchBack {
+                report(.switchBackReset, "the X server's idle counter restarted as this session came back to the front: not counted as activity", &out)
+            } else if explainedByInput || config.screensaverResetCountsAsActivity {
                 let offset = gapsSinceActivity.first { serverActivity < $0.noticedAt }?.offsetBefore ?? now.suspended
                 activity(at: Instant(monotonic: serverActivity, boottime: BoottimeInstant(serverActivity.sinceZero + offset)), now, &out,
                          byInput: explainedByInput)

@@ -19,6 +19,8 @@ public struct Policy: Equatable, Sendable {
     /// Only real input counts as activity: no screensaver reset, pointer warp or
     /// SimulateUserActivity keeps the screen unlocked.
     public var ignoreScreensaverReset = false
+    /// Lock the moment another session comes to the front.
+    public var lockOnSwitch = false
 
     public init() {}
 
@@ -40,6 +42,9 @@ public struct Policy: Equatable, Sendable {
         },
         OptionSpec("--ignore-screensaver-reset", nil, "As --ignore-screensaver-reset: only real input counts as activity.") { p, _ in
             p.ignoreScreensaverReset = true
+        },
+        OptionSpec("--lock-on-switch", nil, "As --lock-on-switch: lock the moment another session comes to the front.") { p, _ in
+            p.lockOnSwitch = true
         },
     ]
 
@@ -153,6 +158,11 @@ extension AgentOptions {
         if let max = policy.maxInhibit {
             maxInhibit = max
             changes.append("inhibitors and disables hold the lock off for \(max) at most after the last input, however renewed")
+        }
+        if policy.lockOnSwitch && !lockOnSwitch {
+            lockOnSwitch = true
+            origins["--lock-on-switch"] = .policy(path: path)
+            changes.append("lock-on-switch: the screen locks the moment another session comes to the front")
         }
         if policy.ignoreScreensaverReset && !ignoreScreensaverReset {
             ignoreScreensaverReset = true

@@ -67,16 +67,55 @@ struct DesktopTests {
         #expect(s.send(.lockRequest(from: "logind")).lockerStarts == 1, "tries again now")
     }
 
-    @Test("while another session is in front no stage fires; when ours is back the idle period restarts")
-    func inactiveSession() {
+    @Test("time with another session in front is idle time: the lock comes on time while it is away")
+    func inactiveSessionLocksOnTime() {
         var s = Story(flags: "--lock-after", "10m")
         s.wait(for: .minutes(1))
         s.send(.sessionActive(false))
-        s.wait(for: .hours(1))
-        #expect(s.actions.lockerStarts == 0)
+        s.expectLock(1, exactlyAt: Story.at(.minutes(10)))
+    }
+
+    @Test("the switch back is no activity: the server's counter restarting at the switch is not input; input after it is")
+    func switchBackIsNotActivity() {
+        var s = Story(flags: "--lock-after", "10m")
+        s.wait(for: .minutes(1))
+        s.send(.sessionActive(false))
+        s.wait(for: .minutes(5))
         s.send(.sessionActive(true))
-        let back = s.now
-        s.expectLock(1, exactlyAt: back + .minutes(10))
+        // Xorg restarts its idle counter as the VT comes back (measured on a real desktop).
+        s.screensaverReset()
+        s.wake()
+        #expect(s.machine.idle(at: s.clock) == .minutes(6))
+        s.expectLock(1, exactlyAt: Story.at(.minutes(10)))
+        // After the switch, real input is activity as ever.
+        var t = Story(flags: "--lock-after", "10m")
+        t.wait(for: .minutes(2))
+        t.send(.sessionActive(false))
+        t.send(.sessionActive(true))
+        t.wait(for: .seconds(5))
+        t.input()
+        #expect(t.machine.idle(at: t.clock) == .zero)
+    }
+
+    @Test("a locker that failed while the session was away is started again the moment it is back")
+    func failedLockerRetriedAtSwitchBack() {
+        var s = Story(flags: "--lock-after", "1m")
+        s.send(.sessionActive(false))
+        s.wait(until: Story.at(.minutes(1)))
+        s.wait(for: .seconds(2))
+        s.lockerExits(.exited(1))  // i3lock: cannot grab the keyboard
+        s.wait(for: .ms(100))
+        s.lockerExits(.exited(1))  // again: the next try waits out a backoff
+        let before = s.actions.lockerStarts
+        #expect(s.send(.sessionActive(true)).lockerStarts == 1, "not started again at the switch back")
+        #expect(s.actions.lockerStarts == before + 1)
+    }
+
+    @Test("--lock-on-switch locks the moment another session comes to the front")
+    func lockOnSwitch() {
+        var s = Story(flags: "--lock-after", "1h", "--lock-on-switch")
+        s.wait(for: .seconds(30))
+        #expect(s.send(.sessionActive(false)).lockerStarts == 1)
     }
 
     @Test("IdleHint is set at the lock time and cleared by activity; LockedHint follows the locker")

@@ -115,3 +115,24 @@ struct DoctorAttackTests {
         #expect(!report.lockWouldHappen)
     }
 }
+
+@Suite("a Wayland session")
+struct WaylandSessionTests {
+    @Test("either sign makes it one; an X11 session is not", arguments: [
+        ("wayland", nil, true), (nil, "wayland-0", true), ("x11", nil, false), (nil, nil, false), ("x11", "", false),
+    ] as [(String?, String?, Bool)])
+    func detected(_ type: String?, _ display: String?, _ refused: Bool) {
+        let refusal = WaylandSession.refusal(sessionType: type, waylandDisplay: display)
+        #expect((refusal != nil) == refused)
+        if let refusal { #expect(refusal.contains("swayidle") && refusal.contains("hypridle")) }
+    }
+
+    @Test("doctor makes it a problem: no lock would happen")
+    func doctorSaysSo() throws {
+        var facts = try DoctorDiagnosisTests.healthy()
+        facts.sessionProblem = WaylandSession.refusal(sessionType: "wayland", waylandDisplay: nil)
+        let report = Doctor.diagnose(facts)
+        #expect(!report.lockWouldHappen)
+        #expect(report.text.contains("Wayland session"))
+    }
+}

@@ -22,6 +22,22 @@ import Testing
         }
     }
 
+    @Test("in a Wayland session the agent refuses with 69 and names the tools for Wayland; doctor says the same",
+          arguments: [["XDG_SESSION_TYPE": "wayland"], ["WAYLAND_DISPLAY": "wayland-0"]])
+    func waylandSession(environment: [String: String]) async throws {
+        try await Sandbox.with { s in
+            // A real X server answers (XWayland would): the refusal is not for want of a display.
+            let result = try await s.run(agentBinary, ["--lock-after", "1s", "--locker", "true"], environment: environment)
+            #expect(result.exit == .exited(69), "\(result.stderr)")
+            #expect(result.stderr.contains("Wayland session") && result.stderr.contains("swayidle") && result.stderr.contains("hypridle"),
+                    "\(result.stderr)")
+            #expect(!s.exists("lock.idle"))
+            let doctor = try await s.run(agentBinary, ["doctor"], environment: environment)
+            #expect(doctor.exit != .exited(0), "\(doctor.stdout)")
+            #expect(doctor.stdout.contains("Wayland session"), "\(doctor.stdout)")
+        }
+    }
+
     @Test("a locker that is not installed exits 69 naming it")
     func missingLocker() async throws {
         try await Sandbox.with { s in

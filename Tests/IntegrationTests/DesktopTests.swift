@@ -246,30 +246,35 @@ extension DesktopTests {
             }
         }
 
-        @Test("while the session is not active no stage fires; when it is back the idle period restarts")
+        @Test("time with another session in front is idle time: the lock comes on time while it is away; the switch back is no activity")
         func inactiveSession() async throws {
             let lockAfter = 1000
             let locker = "echo $XIDLELOCK_IDLE_MS > lock.idle; \(Script.grabbingLocker())"
             try await Sandbox.with(buses: true) { s in
-                // Not active from the start: the agent reads Active when it connects, before
-                // any stage can be due (the change signal is the way back, below).
+                // Not active from the start: the agent reads Active when it connects.
                 try await s.bus("session-active", "false")
                 try await s.x("xdotool", "key", "shift")
                 let agent = try await s.startControlledAgent(["--lock-after", "\(lockAfter)ms", "--locker", locker])
-                #expect(agent.log.contains("another session is in front"), "\(agent.log)")
-                try await s.waitUntil("the server idle to pass three lock times", every: .milliseconds(200)) {
-                    try await s.serverIdle() >= 3 * lockAfter
-                }
-                #expect(!s.exists("lock.idle"), "a stage fired while the session was not active\n\(agent.log)")
-                #expect(try await s.status()["next_stage_in_ms"] is NSNull)
-
-                try await s.bus("session-active", "true")
-                try await agent.waitForLog(containing: "the session is active again")
+                #expect(agent.log.contains("another session is in front: the idle time goes on"), "\(agent.log)")
                 let idleAtLock = try await s.waitForNumber(in: "lock.idle")
-                // The agent's idle time restarted with the session, the server's did not.
                 #expect(idleAtLock >= lockAfter + earliestLock && idleAtLock <= lockAfter + latestLock,
                         "XIDLELOCK_IDLE_MS=\(idleAtLock)\n\(agent.log)")
-                #expect(try await s.serverIdle() >= 4 * lockAfter)
+                // Back to the front: still locked (the locker is the only way out).
+                try await s.bus("session-active", "true")
+                try await agent.waitForLog(containing: "this session is in front again")
+                #expect(try await s.status()["state"] as? String == "locked")
+                s.touch("unlock")
+            }
+        }
+
+        @Test("--lock-on-switch locks the moment another session comes to the front")
+        func lockOnSwitch() async throws {
+            try await Sandbox.with(buses: true) { s in
+                try await s.x("xdotool", "key", "shift")
+                let agent = try await s.startControlledAgent(["--lock-after", "1h", "--lock-on-switch", "--locker", Script.grabbingLocker()])
+                try await s.bus("session-active", "false")
+                _ = try await s.waitForLines("lockers.pids")
+                #expect(agent.log.contains("locking now (--lock-on-switch)"), "\(agent.log)")
                 s.touch("unlock")
             }
         }
@@ -519,7 +524,6 @@ extension DesktopTests.BusLoss {
     enum BusHold: String, CaseIterable, CustomTestStringConvertible {
         case screenSaverInhibitor = "a ScreenSaver inhibitor"
         case logindIdleInhibitor = "a logind idle inhibitor"
-        case inactiveSession = "the session not active"
         var testDescription: String { rawValue }
     }
 
@@ -541,9 +545,6 @@ extension DesktopTests.BusLoss {
                 _ = try await s.waitForLines("holder.out")
                 try await s.bus("block-inhibited", "idle")
                 try await s.waitUntil("the inhibitor in status") { try await s.inhibitors().count == 1 }
-            case .inactiveSession:
-                try await s.bus("session-active", "false")
-                try await agent.waitForLog(containing: "another session is in front")
             }
             #expect(try await s.client("enable").exit == .exited(0))
             try await s.waitUntil("the server idle to pass the lock time by 1 s", every: .milliseconds(200)) {
