@@ -39,6 +39,10 @@ public final class Agent {
         if !options.configFiles.isEmpty {
             Log.write(.info, "settings read from \(options.configFiles.joined(separator: ", ")) and the flags")
         }
+        for problem in options.configProblems {
+            Log.write(.error, problem.description)
+            AuditTrail.record(.config(problem))
+        }
         if let policy = options.policy {
             for error in policy.errors { Log.write(.error, "policy \(error)") }
             for change in policy.changes { Log.write(.warning, "policy \(policy.path): \(change)") }

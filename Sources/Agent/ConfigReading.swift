@@ -22,20 +22,32 @@ extension ConfigSources {
     static let largestFile = 64 * 1024
 }
 
+/// Reads a config file or the policy without ever waiting or opening a device: the
+/// path must name a regular file (a FIFO would block an open or a read, and opening a
+/// device can have effects of its own), opened without blocking, read up to the bound.
+/// A path that exists in any form but cannot be read is `.unreadable`, with the reason.
 @Sendable private func readConfigFile(_ path: String) -> FileContents {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-    guard fd >= 0 else {
-        let code = errno
-        return code == ENOENT ? .missing : .unreadable(String(cString: strerror(code)))
+    func failure(_ code: Int32) -> FileContents {
+        if code == ENOENT {
+            // A symlink to nothing exists all the same: someone put it there.
+            var link = stat()
+            return lstat(path, &link) == 0 ? .unreadable("it is a symbolic link to a missing file") : .missing
+        }
+        return .unreadable(String(cString: strerror(code)))
     }
-    defer { close(fd) }
     var info = stat()
+    // Checked before the open too, so that no FIFO or device is ever opened.
+    guard stat(path, &info) == 0 else { return failure(errno) }
+    if let kind = FileKind.notRegular(info) { return .unreadable("it is \(kind), not a regular file") }
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+    guard fd >= 0 else { return failure(errno) }
+    defer { close(fd) }
     guard fstat(fd, &info) == 0 else { return .unreadable(String(cString: strerror(errno))) }
-    guard info.st_mode & S_IFMT == S_IFREG else { return .unreadable("not a regular file") }
-    guard Int(info.st_size) <= ConfigSources.largestFile else {
-        return .unreadable("larger than \(ConfigSources.largestFile / 1024) KiB")
-    }
-    var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
+    if let kind = FileKind.notRegular(info) { return .unreadable("it is \(kind), not a regular file") }
+    let tooLarge = FileContents.unreadable("it is larger than \(ConfigSources.largestFile / 1024) KiB")
+    guard Int(info.st_size) <= ConfigSources.largestFile else { return tooLarge }
+    // One byte more than the bound: a file that grew since fstat is seen to be too large.
+    var bytes = [UInt8](repeating: 0, count: ConfigSources.largestFile + 1)
     var count = 0
     while count < bytes.count {
         let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
@@ -44,7 +56,21 @@ extension ConfigSources {
         if n == 0 { break }
         count += n
     }
-    guard count <= ConfigSources.largestFile else { return .unreadable("larger than \(ConfigSources.largestFile / 1024) KiB") }
-    guard let text = String(validating: bytes[..<count], as: UTF8.self) else { return .unreadable("not UTF-8 text") }
-    return .text(text)
+    guard count <= ConfigSources.largestFile else { return tooLarge }
+    return .bytes(Array(bytes[..<count]))
+}
+
+enum FileKind {
+    /// What a file that is not a regular file is, in words; nil for a regular file.
+    static func notRegular(_ info: stat) -> String? {
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: nil
+        case S_IFDIR: "a directory"
+        case S_IFIFO: "a FIFO"
+        case S_IFCHR: "a character device"
+        case S_IFBLK: "a block device"
+        case S_IFSOCK: "a socket"
+        default: "an unknown kind of file"
+        }
+    }
 }

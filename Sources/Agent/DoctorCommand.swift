@@ -40,6 +40,7 @@ public enum DoctorCommand {
         } else {
             do {
                 if case .agent(let agentOptions) = try Invocation.parse([], sources: .thisMachine) {
+                    facts.configErrors = agentOptions.configProblems.map(\.description)
                     if let given = agentOptions.locker {
                         facts.lockerCommand = given
                         facts.lockerFrom = agentOptions.origins["--locker"]?.description

@@ -48,6 +48,8 @@ public struct AgentOptions: Equatable, Sendable {
     public var noConfig = false
     /// The config files read, lowest first.
     public var configFiles: [String] = []
+    /// The files and lines that could not be used, and were skipped.
+    public var configProblems: [ConfigProblem] = []
     /// Where each setting (by group: see `group`) came from; a default has none.
     public var origins: [String: SettingOrigin] = [:]
     /// The admin's policy, when there is one, and what it changed.
@@ -236,6 +238,7 @@ public struct AgentOptions: Equatable, Sendable {
         config.maxInhibit = maxInhibit
         config.logindInhibitors = LogindInhibitorPolicy(rawValue: logindInhibitors) ?? .own
         config.configFiles = configFiles
+        config.configProblems = configProblems
         config.policy = policy
         config.settings = settingsReport(locker: command)
         return config

@@ -6,7 +6,7 @@
 /// One entry of the audit trail.
 public struct AuditRecord: Equatable, Sendable {
     /// `XIDLELOCK_EVENT`: lock, unlock, locker-failure, inhibit, uninhibit, disable,
-    /// enable, suspend-gap, policy.
+    /// enable, suspend-gap, policy, config.
     public var event: String
     /// syslog's: 3 error, 4 warning, 5 notice, 6 info.
     public var priority: Int
@@ -30,6 +30,7 @@ public struct AuditRecord: Equatable, Sendable {
         "enable": "207bcf5a58b240b89af1c155118d6e75",
         "suspend-gap": "dd92ee1ba16a4528b0a5d9d5f50c2c51",
         "policy": "e11c3bce5eb94f94a494ca1395072aab",
+        "config": "27615f6eb56943b58c3fb23372ab3cca",
     ]
 
     /// The entry an announcement makes, if it is one the trail keeps.
@@ -87,6 +88,13 @@ public struct AuditRecord: Equatable, Sendable {
         } + report.changes.map {
             AuditRecord(event: "policy", priority: 4, message: "policy \(report.path): \($0)", fields: [("XIDLELOCK_POLICY_FILE", report.path)])
         }
+    }
+
+    /// A config file or line skipped, at the agent's start.
+    public static func config(_ problem: ConfigProblem) -> AuditRecord {
+        var fields = [(name: "XIDLELOCK_CONFIG_FILE", value: problem.path)]
+        if let line = problem.line { fields.append(("XIDLELOCK_CONFIG_LINE", String(line))) }
+        return AuditRecord(event: "config", priority: 3, message: "config: \(problem)", fields: fields)
     }
 
     /// The entry as the journal gets it: `FIELD=value` each.

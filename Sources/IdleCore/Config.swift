@@ -76,6 +76,8 @@ public struct AgentConfig: Equatable, Sendable {
     public var userID: UInt32 = 0
     /// For status: the config files read and what the admin's policy changed.
     public var configFiles: [String] = []
+    /// The files and lines skipped, each said in status and by `doctor`.
+    public var configProblems: [ConfigProblem] = []
     public var policy: PolicyReport?
     /// For status and `doctor`: the main settings, their values and where each came from.
     public var settings: [ReportedSetting] = []

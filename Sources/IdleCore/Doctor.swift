@@ -41,6 +41,8 @@ public struct DoctorFacts: Sendable {
     public var configProblem: String?
     /// Why this session is not one the agent can watch (Wayland).
     public var sessionProblem: String?
+    /// Without an agent: the files and lines an agent started now would skip.
+    public var configErrors: [String] = []
 
     public init() {}
 }
@@ -130,6 +132,7 @@ public enum Doctor {
         if let problem = facts.configProblem {
             findings.append(DoctorFinding("config", .problem, problem, fix: "fix the line named, then start the agent again"))
         }
+        if status == nil { findings += configFindings(facts.configErrors) }
         findings += lockerFindings(facts)
         if facts.keyboardGrabbedByOther == true {
             findings.append(DoctorFinding("keyboard", .problem,
@@ -143,6 +146,7 @@ public enum Doctor {
         if let status {
             findings += stateFindings(status)
             findings += settingsFindings(status)
+            if case .array(let errors)? = status["config_errors"] { findings += configFindings(errors.compactMap(\.string)) }
             findings += desktopFindings(status["desktop"])
             lockedNow = status["locker"]?["covers_screen"]?.bool == true
             nextLockIn = lockDue(status)
@@ -246,6 +250,14 @@ public enum Doctor {
             findings.append(DoctorFinding("config", .info, "read " + files.compactMap(\.string).joined(separator: ", ")))
         }
         return findings
+    }
+
+    /// The config files and lines skipped: the agent runs with the rest.
+    static func configFindings(_ errors: [String]) -> [DoctorFinding] {
+        errors.map {
+            DoctorFinding("config", .warning, ClientText.sanitized($0, maxBytes: 400),
+                          fix: "fix or remove what is named (the agent runs with the other settings); restart the agent to read it again")
+        }
     }
 
     static func desktopFindings(_ desktop: JSONValue?) -> [DoctorFinding] {

@@ -30,6 +30,10 @@ public enum HumanText {
         if case .array(let files) = reply["config_files"], !files.isEmpty {
             lines.append("config: " + files.compactMap { $0.string.map { ClientText.sanitized($0) } }.joined(separator: ", "))
         }
+        if case .array(let errors) = reply["config_errors"], !errors.isEmpty {
+            lines.append("config errors (skipped):")
+            for error in errors { lines.append("  " + ClientText.sanitized(error.string ?? "?", maxBytes: 400)) }
+        }
         if let policy = reply["policy"], policy != .null {
             lines.append("policy: \(ClientText.sanitized(policy["file"]?.string ?? "?")) is in force")
             for key in ["errors", "changes"] {

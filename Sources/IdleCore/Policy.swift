@@ -84,25 +84,24 @@ extension AgentOptions {
         let path = sources.policy
         var report = PolicyReport(path: path)
         var policy = Policy()
-        switch sources.read(path) {
+        let contents = sources.read(path)
+        switch contents {
         case .missing:
             return
         case .unreadable(let reason):
-            // Fail closed: an admin meant something by it.
+            // Fail closed: an admin meant something by it (a dangling symlink, a FIFO
+            // and a directory too: the path exists in some form).
             report.errors.append("\(path): cannot be read (\(reason)); enforcing secure")
             policy.secure = true
-        case .text(let text):
-            for (k, line) in ConfigText.lines(text) {
+        case .bytes, .text:
+            for (k, line) in ConfigText.lines(contents) ?? [] {
                 let at = "\(path):\(k)"
                 do throws(UsageError) {
-                    guard let (flag, value) = try ConfigText.setting(line, at: at, table: Policy.specs) else { continue }
-                    do throws(UsageError) {
-                        try Policy.specs.first { $0.flag == flag }?.apply(&policy, value)
-                    } catch {
-                        throw UsageError("\(at): \(error.message)")
-                    }
+                    guard let line else { throw UsageError("not UTF-8 text") }
+                    guard let (flag, value) = try ConfigText.setting(line[...], table: Policy.specs) else { continue }
+                    try Policy.specs.first { $0.flag == flag }?.apply(&policy, value)
                 } catch {
-                    report.errors.append(error.message + "; enforcing secure")
+                    report.errors.append("\(at): \(error.message); enforcing secure")
                     policy.secure = true
                 }
             }

@@ -68,6 +68,8 @@ extension IdleMachine {
                 .object([("name", .string(setting.name)), ("value", .string(setting.value)), ("from", .string(setting.from))])
             })),
             ("config_files", .array(config.configFiles.map(JSONValue.string))),
+            // Files and lines skipped: each "PATH[:LINE]: what is wrong; … skipped".
+            ("config_errors", .array(config.configProblems.map { .string($0.description) })),
             ("policy", config.policy.map { policy in
                 .object([
                     ("file", .string(policy.path)),

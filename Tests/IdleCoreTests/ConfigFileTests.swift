@@ -79,24 +79,83 @@ struct ConfigFileTests {
         #expect(none.configFiles.isEmpty)
     }
 
-    @Test("an error names the file and the line", arguments: [
+    @Test("a line that cannot be used is a problem naming the file and the line, and is skipped; the file's other lines hold", arguments: [
         ("lock-after 5x", "\(userConfig):1: --lock-after: '5x' is not a duration"),
         ("\n\nlok-after 5m", "\(userConfig):3: unknown setting 'lok-after'"),
         ("--lock-after 5m", "\(userConfig):1: write 'lock-after', without the dashes"),
         ("secure yes", "\(userConfig):1: 'secure' takes no value"),
         ("locker", "\(userConfig):1: 'locker' needs a value (CMD)"),
         ("config /etc/other", "\(userConfig):1: unknown setting 'config'"),
-        ("lock-after 1m\nnotify-before 2m\nnotifier warn", "--notify-before (2m) must be shorter than --lock-after (1m) (settings read from \(userConfig) and the flags)"),
+        ("resume brightnessctl -r", "\(userConfig):1: --resume must follow the --stage it belongs to"),
     ])
-    func errors(_ text: String, _ message: String) {
-        let error = usageError([], [userConfig: text])
-        #expect(error?.hasPrefix(message) == true, "\(error ?? "no error")")
+    func lineProblems(_ text: String, _ message: String) throws {
+        let options = try #require(try agentOptions([], [userConfig: text + "\nlocker slock\n"]))
+        #expect(options.configProblems.map(\.description).count == 1)
+        #expect(options.configProblems.first?.description.hasPrefix(message) == true, "\(options.configProblems)")
+        #expect(options.configProblems.first?.description.hasSuffix("; line skipped") == true)
+        #expect(options.locker == "slock", "the file's good lines are read")
+        #expect(options.configFiles == [userConfig])
     }
 
-    @Test("--config of a missing file is an error; --config with --no-config too")
-    func configFlagErrors() {
-        #expect(usageError(["--config", "/nope"], [:]) == "--config: '/nope' does not exist")
+    @Test("lines end at LF or CRLF: a CRLF file reads as its lines, with no problem")
+    func crlf() throws {
+        let options = try #require(try agentOptions([], [userConfig: "lock-after 5m\r\nlocker i3lock -n\r\n\r\n# done\r\n"]))
+        #expect(options.configProblems == [])
+        #expect(options.lockAfter == .minutes(5))
+        #expect(options.locker == "i3lock -n")
+    }
+
+    @Test("a line that is not UTF-8 is skipped, the others are read")
+    func notUTF8() throws {
+        let bytes = Array("lock-after 5m\n".utf8) + [0x6C, 0xFF, 0xFE, 0x0A] + Array("locker slock\n".utf8)
+        let files = ConfigSources(read: { $0 == userConfig ? .bytes(bytes) : .missing },
+                                  variable: { $0 == "HOME" ? "/home/ann" : nil })
+        guard case .agent(let options) = try Invocation.parse([], sources: files) else { throw UsageError("not the agent") }
+        #expect(options.configProblems.map(\.description) == ["\(userConfig):2: not UTF-8 text; line skipped"])
+        #expect(options.lockAfter == .minutes(5))
+        #expect(options.locker == "slock")
+    }
+
+    @Test("a file that cannot be read is a problem and skipped; --config's own file too")
+    func unreadableFiles() throws {
+        let files = ConfigSources(read: { path in
+            switch path {
+            case userConfig: .unreadable("it is a FIFO, not a regular file")
+            case systemConfig: .text("lock-after 7m\n")
+            default: .missing
+            }
+        }, variable: { $0 == "HOME" ? "/home/ann" : nil })
+        guard case .agent(let options) = try Invocation.parse([], sources: files) else { throw UsageError("not the agent") }
+        #expect(options.configProblems.map(\.description) == ["\(userConfig): cannot be read (it is a FIFO, not a regular file); file skipped"])
+        #expect(options.lockAfter == .minutes(7), "the system's file is still read")
+        #expect(options.configFiles == [systemConfig])
+        let given = try #require(try agentOptions(["--config", "/nope"], [:]))
+        #expect(given.configProblems.map(\.description) == ["/nope: cannot be read (it does not exist); file skipped"])
+    }
+
+    @Test("settings that conflict across files and flags: the user's file is kept before the system's, the flags always; the skipped file is a problem")
+    func conflicts() throws {
+        let userWarns = try #require(try agentOptions(["--lock-after", "1m"], [
+            systemConfig: "locker slock\n", userConfig: "notify-before 2m\nnotifier warn\n",
+        ]))
+        #expect(userWarns.lockAfter == .minutes(1))
+        #expect(userWarns.notifyBefore == nil)
+        #expect(userWarns.locker == "slock", "the system's file still holds")
+        #expect(userWarns.configFiles == [systemConfig])
+        #expect(userWarns.configProblems.first?.description.hasPrefix("\(userConfig): --notify-before (2m) must be shorter than --lock-after (1m)") == true,
+                "\(userWarns.configProblems)")
+        #expect(userWarns.configProblems.first?.description.hasSuffix("; file skipped") == true)
+        // One file's warning is another's notifier: together they are valid.
+        let together = try #require(try agentOptions(["--notify-before", "1m"], [userConfig: "notifier warn\n"]))
+        #expect(together.notifier == "warn")
+        #expect(together.configProblems == [])
+    }
+
+    @Test("the flags' own errors still stop the agent (exit 64): the user is looking")
+    func flagErrors() {
         #expect(usageError(["--config", "/x", "--no-config"], ["/x": ""]) == "--config and --no-config cannot be used together")
+        #expect(usageError(["--notify-before", "1m"], [userConfig: "lock-after 2m\n"]) == "--notify-before needs --notifier CMD")
+        #expect(usageError(["--lock-after", "5x"], [:])?.hasPrefix("--lock-after: '5x' is not a duration") == true)
     }
 }
 
@@ -146,6 +205,29 @@ struct PolicyTests {
         #expect(options.lockAfter == .minutes(5), "the lines it could read still hold")
     }
 
+    @Test("a policy with CRLF line ends: every line holds (not only the first)")
+    func crlfPolicy() throws {
+        let options = try #require(try agentOptions(["--lock-after", "8s"], [policyFile: "secure\r\nmax-lock-after 3s\r\n"]))
+        #expect(options.policy?.errors == [])
+        #expect(options.secure)
+        #expect(options.lockAfter == .seconds(3))
+    }
+
+    @Test("a policy that exists but cannot be read, or a line of it that is not UTF-8: an error, and the agent is secure")
+    func unreadablePolicy() throws {
+        let dangling = ConfigSources(read: { $0 == policyFile ? .unreadable("it is a symbolic link to a missing file") : .missing },
+                                     variable: { _ in nil })
+        guard case .agent(let options) = try Invocation.parse([], sources: dangling) else { throw UsageError("not the agent") }
+        #expect(options.secure)
+        #expect(options.policy?.errors == ["\(policyFile): cannot be read (it is a symbolic link to a missing file); enforcing secure"])
+        let badBytes = ConfigSources(read: { $0 == policyFile ? .bytes(Array("max-lock-after 5m\n".utf8) + [0xC3, 0x28, 0x0A]) : .missing },
+                                     variable: { _ in nil })
+        guard case .agent(let bad) = try Invocation.parse([], sources: badBytes) else { throw UsageError("not the agent") }
+        #expect(bad.secure)
+        #expect(bad.lockAfter == .minutes(5), "the lines it could read still hold")
+        #expect(bad.policy?.errors == ["\(policyFile):2: not UTF-8 text; enforcing secure"])
+    }
+
     @Test("the inhibitor of a source the policy does not allow is refused by the machine, whatever the edge did")
     func machineRefuses() throws {
         let options = try #require(try agentOptions(["--lock-after", "10s"], [policyFile: "inhibit-from dbus"]))
@@ -174,10 +256,32 @@ struct PolicyTests {
         let machine = IdleMachine(config: options.config(locker: "x"), now: Story.origin)
         let fields = JSONValue.object(machine.statusFields(at: Story.origin, lockerPid: nil))
         #expect(fields["config_files"] == .array([.string(userConfig)]))
+        #expect(fields["config_errors"] == .array([]))
         #expect(fields["policy"]?["file"] == .string(policyFile))
         let text = HumanText.status(fields)
         #expect(text.contains("config: \(userConfig)"))
         #expect(text.contains("policy: \(policyFile) is in force\n  lock-after 5m is above the policy's max-lock-after: locking at 1m"))
+    }
+}
+
+@Suite("Config problems in status, doctor and the audit trail")
+struct ConfigProblemReportTests {
+    @Test("status lists each problem; doctor makes each a warning (the screen still locks); the audit trail an entry with the file and line")
+    func reported() throws {
+        let options = try #require(try agentOptions([], [userConfig: "lock-after 5m\nfrobnicate\n"]))
+        let machine = IdleMachine(config: options.config(locker: "x"), now: Story.origin)
+        let fields = JSONValue.object(machine.statusFields(at: Story.origin, lockerPid: nil))
+        let problem = "\(userConfig):2: unknown setting 'frobnicate' (the long options of 'xidlelock --help', without their dashes); line skipped"
+        #expect(fields["config_errors"] == .array([.string(problem)]))
+        #expect(HumanText.status(fields).contains("config errors (skipped):\n  \(problem)"))
+        var facts = DoctorFacts()
+        facts.status = fields
+        let report = Doctor.diagnose(facts)
+        #expect(report.findings.contains { $0.check == "config" && $0.level == .warning && $0.detail == problem })
+        let entry = AuditRecord.config(options.configProblems[0])
+        #expect(entry.event == "config")
+        #expect(entry.journalFields.contains("XIDLELOCK_CONFIG_FILE=\(userConfig)"))
+        #expect(entry.journalFields.contains("XIDLELOCK_CONFIG_LINE=2"))
     }
 }
 
