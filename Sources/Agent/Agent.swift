@@ -56,11 +56,12 @@ public final class Agent {
         try XServer.installErrorHandlers()
         let x = try XServer()
         let locker = try LockerChoice.choose(given: options.locker)
-        let (path, directory) = try SocketPath.resolve(options.socket)
-        let control = try ControlListener(path: path, directory: directory)
+        // Locking never depends on the socket or the record: each that cannot be made
+        // is said, and the agent runs without it. Only a second agent is refused.
+        let control = try ControlListener.open(given: options.socket)
         // Opened before anything else can use up descriptors: the record of a
         // running locker must never fail to be written.
-        let record = try LockerRecord(path: path + ".locker", serverToken: x.serverToken())
+        let record = LockerRecord.open(beside: control, serverToken: x.serverToken())
         var config = options.config(locker: locker)
         config.userID = getuid()
         // The sources the first stage waits for, each until it has said what it holds
@@ -101,7 +102,7 @@ public final class Agent {
         agent.loop.run()
     }
 
-    init(config: AgentConfig, x: XServer, control: ControlListener, record: LockerRecord,
+    init(config: AgentConfig, x: XServer, control: ControlListener, record: LockerRecord?,
          awaiting: Set<InhibitorSource>) throws(AgentError) {
         self.x = x
         self.control = control
@@ -112,7 +113,7 @@ public final class Agent {
         var random = SystemRandomNumberGenerator()
         machine = IdleMachine(config: config, now: SystemClock.now(), seed: random.next())
         // Before anything can fire: a locker left by an earlier agent still runs.
-        adopted = record.adopt()
+        adopted = record?.adopt()
         do {
             try makeSources()
         } catch {

@@ -30,6 +30,13 @@ public enum DoctorCommand {
             facts.status = try ControlClient.status(socket: options.socket)
         } catch {
             facts.agentProblem = error.message
+            // An agent that cannot make its socket there runs without it: say why.
+            if options.socket == nil, let directory = try? SocketPath.resolve(nil).directory {
+                facts.socketProblem = SocketPath.problem(with: directory)
+                if facts.socketProblem != nil, let display = facts.display {
+                    facts.socketlessAgent = SocketlessAgent.find(display: display)
+                }
+            }
         }
         // The locker: the running agent's, else the one the config files and the
         // policy would give an agent started now.

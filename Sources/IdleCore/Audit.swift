@@ -6,7 +6,7 @@
 /// One entry of the audit trail.
 public struct AuditRecord: Equatable, Sendable {
     /// `XIDLELOCK_EVENT`: lock, unlock, locker-failure, inhibit, uninhibit, disable,
-    /// enable, suspend-gap, policy, config.
+    /// enable, suspend-gap, policy, config, runtime-files.
     public var event: String
     /// syslog's: 3 error, 4 warning, 5 notice, 6 info.
     public var priority: Int
@@ -31,6 +31,7 @@ public struct AuditRecord: Equatable, Sendable {
         "suspend-gap": "dd92ee1ba16a4528b0a5d9d5f50c2c51",
         "policy": "e11c3bce5eb94f94a494ca1395072aab",
         "config": "27615f6eb56943b58c3fb23372ab3cca",
+        "runtime-files": "44b4938a83194549ad3441bbe334d254",
     ]
 
     /// The entry an announcement makes, if it is one the trail keeps.
@@ -95,6 +96,13 @@ public struct AuditRecord: Equatable, Sendable {
         var fields = [(name: "XIDLELOCK_CONFIG_FILE", value: problem.path)]
         if let line = problem.line { fields.append(("XIDLELOCK_CONFIG_LINE", String(line))) }
         return AuditRecord(event: "config", priority: 3, message: "config: \(problem)", fields: fields)
+    }
+
+    /// A file of the agent's beside its control socket (the socket, its lock, the
+    /// locker's record) that cannot be made: the agent runs and locks without it.
+    public static func runtimeFiles(path: String, problem: String, consequence: String) -> AuditRecord {
+        AuditRecord(event: "runtime-files", priority: 3, message: "\(problem): \(consequence)",
+                    fields: [("XIDLELOCK_PATH", path)])
     }
 
     /// The entry as the journal gets it: `FIELD=value` each.

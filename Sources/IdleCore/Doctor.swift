@@ -43,6 +43,11 @@ public struct DoctorFacts: Sendable {
     public var sessionProblem: String?
     /// Without an agent: the files and lines an agent started now would skip.
     public var configErrors: [String] = []
+    /// Why an agent cannot make its control socket in the default place (it then runs
+    /// and locks without it); nil when it can, or with --socket.
+    public var socketProblem: String?
+    /// An agent of this user for this display found running without its socket.
+    public var socketlessAgent: Int32?
 
     public init() {}
 }
@@ -125,9 +130,15 @@ public enum Doctor {
         if let status {
             let pid = facts.socket.map { " on \($0)" } ?? ""
             findings.append(DoctorFinding("agent", .ok, "running, answering\(pid)" + (status["state"]?.string.map { "; state \($0)" } ?? "")))
+        } else if let pid = facts.socketlessAgent {
+            findings.append(DoctorFinding("agent", .warning, "running (pid \(pid)) without its control socket: it locks as set, but cannot be asked what it holds or sees"))
         } else {
             findings.append(DoctorFinding("agent", .problem, facts.agentProblem ?? "no agent answers",
                                           fix: "start it: `systemctl --user start xidlelock`, or log in again (autostart); run `xidlelock` in a terminal to see why it stops"))
+        }
+        if let problem = facts.socketProblem {
+            findings.append(DoctorFinding("socket", .warning, problem + ": an agent started here runs without its control socket (it still locks; status, disable, inhibit and doctor cannot reach it)",
+                                          fix: "remove that directory or make it yours with mode 0700 (ask an administrator if it belongs to another user), or set XDG_RUNTIME_DIR; then restart the agent"))
         }
         if let problem = facts.configProblem {
             findings.append(DoctorFinding("config", .problem, problem, fix: "fix the line named, then start the agent again"))

@@ -145,3 +145,14 @@ struct LogTests {
         #expect(text.contains("xidlelock: after\n"))
     }
 }
+
+@Suite("doctor's search for an agent without its socket")
+struct SocketlessAgentTests {
+    @Test("the agent's command lines count, a client command's or doctor's do not", arguments: [
+        (nil, true), ("run", true), ("--lock-after", true), ("-h", false), ("--version", false),
+        ("status", false), ("doctor", false), ("inhibit", false), ("idle", false),
+    ] as [(String?, Bool)])
+    func agentCommandLines(_ first: String?, _ isAgent: Bool) {
+        #expect(SocketlessAgent.isAgent(first) == isAgent)
+    }
+}

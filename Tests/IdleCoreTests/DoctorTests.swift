@@ -32,6 +32,24 @@ struct DoctorDiagnosisTests {
         #expect(report.text.contains("info     settings: lock-after 10m (flag)"))
     }
 
+    @Test("a socket directory an agent cannot use is a warning that says why; an agent found running without its socket is not a problem")
+    func socketless() throws {
+        var facts = try Self.healthy()
+        facts.status = nil
+        facts.agentProblem = "cannot reach the agent at /tmp/xidlelock-1000/0.sock: Permission denied"
+        facts.socketProblem = "refusing the socket directory /tmp/xidlelock-1000: it belongs to nobody, not to you"
+        let unknown = Doctor.diagnose(facts)
+        #expect(problems(unknown) == ["agent"], "without an agent found, whether one runs is not known")
+        let socket = try #require(unknown.findings.first { $0.check == "socket" })
+        #expect(socket.level == .warning)
+        #expect(socket.detail.hasPrefix("refusing the socket directory /tmp/xidlelock-1000: it belongs to nobody"))
+        #expect(socket.detail.contains("runs without its control socket (it still locks"))
+        facts.socketlessAgent = 4242
+        let found = Doctor.diagnose(facts)
+        #expect(found.lockWouldHappen)
+        #expect(found.text.contains("warning  agent: running (pid 4242) without its control socket: it locks as set"))
+    }
+
     @Test("each broken part is a problem with what to do", arguments: [
         ("no agent", "agent", "systemctl --user start xidlelock"),
         ("no locker", "locker", "install one"),

@@ -108,8 +108,8 @@ import Testing
         return write(fd, &byte, 1) < 0 && errno == EAGAIN
     }
 
-    // Case 12.
-    @Test("a symlink planted at the lock file or the locker record: the agent refuses to start, clearly, and leaves the link's target alone",
+    // Case 12; issue #20, item 2.
+    @Test("a symlink planted at the lock file or the locker record: the agent says so, runs without that file, locks on time, and leaves the link's target alone",
           arguments: [".lock", ".locker"])
     func plantedSymlink(suffix: String) async throws {
         try await Sandbox.with { s in
@@ -117,30 +117,80 @@ import Testing
             try "the user's data\n".write(toFile: precious, atomically: false, encoding: .utf8)
             let link = s.socket + suffix
             try #require(symlink(precious, link) == 0)
-            let agent = try s.startAgent(["--socket", s.socket, "--lock-after", "1s", "--locker", Script.locker])
-            let exit = try? await agent.waitForExit(timeout: .seconds(10))
-            #expect(exit == .exited(1), "the agent \(exit.map(\.description) ?? "kept running")\n\(agent.log)")
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--socket", s.socket, "--lock-after", "2s", "--locker", Script.locker])
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            await expectLockOnTime(idleAtLock: idle, lockAfter: 2000)
+            #expect(agent.process.isRunning, "\(agent.log)")
             #expect(agent.log.contains("xidlelock: error: cannot open \(link): it is a symbolic link"), "\(agent.log)")
+            let without = suffix == ".lock" ? "without its control socket" : "without a record of its locker"
+            #expect(agent.log.contains(without), "\(agent.log)")
             #expect(s.contents("precious") == "the user's data\n", "the link's target was changed")
+            // The record's problem leaves the socket working.
+            if suffix == ".locker" { #expect(try await s.client("status").exit == .exited(0)) }
         }
     }
 
-    // Case 14.
-    @Test("the /tmp socket directory made first by another user: a clear error naming its owner", .enabled(if: getuid() == 0))
-    func tmpDirectoryOfAnotherUser() async throws {
+    /// A socket directory the agent cannot use, made by `make` for an agent of `uid`
+    /// (the runtime directory, or nil for none), and what the agent's error says.
+    struct UnusableDirectory: CustomStringConvertible, Sendable {
+        var description: String
+        var make: @Sendable (Sandbox, _ uid: Int) throws -> (runtime: String?, socketDirectory: String)
+        var reason: String
+    }
+
+    static let unusableDirectories: [UnusableDirectory] = [
+        UnusableDirectory(description: "/tmp/xidlelock-UID made first by nobody, no XDG_RUNTIME_DIR", make: { _, uid in
+            let directory = "/tmp/xidlelock-\(uid)"
+            rmdir(directory)
+            guard mkdir(directory, 0o700) == 0, chown(directory, 65534, 65534) == 0 else { throw POSIXError(.EEXIST) }
+            return (nil, directory)
+        }, reason: "it belongs to nobody, not to you"),
+        UnusableDirectory(description: "xidlelock/ of nobody in the runtime directory", make: { s, uid in
+            let runtime = s.path("run")
+            guard mkdir(runtime, 0o700) == 0, chown(runtime, uid_t(uid), gid_t(uid)) == 0,
+                  mkdir(runtime + "/xidlelock", 0o700) == 0, chown(runtime + "/xidlelock", 65534, 65534) == 0
+            else { throw POSIXError(.EEXIST) }
+            return (runtime, runtime + "/xidlelock")
+        }, reason: "it belongs to nobody, not to you"),
+        UnusableDirectory(description: "a missing runtime directory", make: { s, _ in
+            (s.path("gone"), s.path("gone") + "/xidlelock")
+        }, reason: "No such file or directory"),
+        UnusableDirectory(description: "a runtime directory of nobody", make: { s, _ in
+            let runtime = s.path("run")
+            guard mkdir(runtime, 0o700) == 0, chown(runtime, 65534, 65534) == 0 else { throw POSIXError(.EEXIST) }
+            return (runtime, runtime + "/xidlelock")
+        }, reason: "Permission denied"),
+    ]
+
+    // Case 14; issue #20, item 2.
+    @Test("a socket directory the agent cannot use: it says so (log, doctor), runs without its socket and locks on time",
+          .enabled(if: getuid() == 0), arguments: unusableDirectories)
+    func unusableSocketDirectory(_ unusable: UnusableDirectory) async throws {
         try await Sandbox.with { s in
             // The agent runs as a user of its own, so that no real agent's directory is touched.
             let uid = 42000 + Int(getpid() % 1000)
-            let directory = "/tmp/xidlelock-\(uid)"
-            rmdir(directory)
-            try #require(mkdir(directory, 0o700) == 0, "cannot make \(directory)")
-            defer { rmdir(directory) }
-            try #require(chown(directory, 65534, 65534) == 0)
-            let agent = try s.startAgent(["--lock-after", "1s", "--locker", "true"], environment: ["XDG_RUNTIME_DIR": nil],
-                                         shell: "exec setpriv --reuid=\(uid) --regid=\(uid) --clear-groups \"$0\" \"$@\"")
-            #expect(try await agent.waitForExit() == .exited(1), "\(agent.log)")
-            #expect(agent.log.contains("xidlelock: error: refusing the socket directory \(directory): it belongs to nobody, not to you"), "\(agent.log)")
-            #expect((try? FileManager.default.contentsOfDirectory(atPath: directory)) == [], "something was put in the other user's directory")
+            let (runtime, directory) = try unusable.make(s, uid)
+            defer { if runtime == nil { rmdir(directory) } }
+            // Its locker writes lock.idle here.
+            chmod(s.directory.path, 0o777)
+            let asUser = "exec setpriv --reuid=\(uid) --regid=\(uid) --clear-groups \"$0\" \"$@\""
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "3s", "--locker", Script.locker], environment: ["XDG_RUNTIME_DIR": runtime],
+                                         shell: asUser)
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            await expectLockOnTime(idleAtLock: idle, lockAfter: 3000)
+            #expect(agent.process.isRunning, "\(agent.log)")
+            #expect(agent.log.contains("xidlelock: error: ") && agent.log.contains(unusable.reason), "\(agent.log)")
+            #expect(agent.log.contains("the agent runs without its control socket"), "\(agent.log)")
+            if runtime == nil {
+                #expect((try? FileManager.default.contentsOfDirectory(atPath: directory)) == [], "something was put in the other user's directory")
+            }
+            let doctor = try await s.run("setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", agentBinary, "doctor"],
+                                         environment: ["XDG_RUNTIME_DIR": runtime])
+            let finding = doctor.stdout.split(separator: "\n").first { $0.hasPrefix("warning  socket: ") }
+            #expect(finding?.contains(directory) == true && finding?.contains(unusable.reason) == true, "\(doctor.stdout)")
+            #expect(doctor.stdout.contains("warning  agent: running (pid \(agent.pid)) without its control socket"), "\(doctor.stdout)")
         }
     }
 

@@ -5,10 +5,19 @@ import IdleCore
 /// The agent's end of the control socket: one listening socket in a private
 /// directory, guarded by a lock file so that one agent runs per user and display.
 /// A source: each accepted client becomes a `ControlConnection` source of its own.
+///
+/// Locking never depends on it: where the socket cannot be made (its directory is
+/// another user's, missing or not private; a link is planted at its lock file), the
+/// agent says so and runs without it (`unavailable`). No fallback path is made: no
+/// client or `doctor` would find it, and a path of its own under /tmp or an abstract
+/// socket could be taken first by another user.
 final class ControlListener: EventSource {
     let path: String
+    /// -1 when the agent runs without its socket.
     let listener: Int32
     private let lockFile: Int32
+    /// Why the agent runs without a control socket; nil while it listens.
+    let unavailable: String?
     private(set) var connections: [ControlConnection] = []
     weak var handler: ControlRequestHandler?
     /// Adds a new client to the loop.
@@ -16,10 +25,37 @@ final class ControlListener: EventSource {
     private var restingUntil: MonotonicInstant?
     private let now: () -> MonotonicInstant
 
+    /// The control socket given with --socket, or the default one; without one when
+    /// it cannot be made, said loudly (log, audit trail). Throws only when another
+    /// agent already runs for this display.
+    static func open(given: String?) throws(AgentError) -> ControlListener {
+        var path = given ?? ""
+        do {
+            let resolved = try SocketPath.resolve(given)
+            path = resolved.path
+            return try ControlListener(path: resolved.path, directory: resolved.directory)
+        } catch {
+            if case .alreadyRunning = error { throw error }
+            let consequence = "the agent runs without its control socket: it locks as set, but status, doctor, disable and inhibit cannot reach it, and a second agent for this display would not be refused"
+            Log.write(.error, "\(error.message): \(consequence)")
+            AuditTrail.record(.runtimeFiles(path: path, problem: error.message, consequence: consequence))
+            return ControlListener(unavailable: error.message)
+        }
+    }
+
+    private init(unavailable reason: String) {
+        path = ""
+        listener = -1
+        lockFile = -1
+        unavailable = reason
+        now = { SystemClock.now().monotonic }
+    }
+
     init(path: String, directory: String?, now: @escaping () -> MonotonicInstant = { SystemClock.now().monotonic }) throws(AgentError) {
         if let directory { try SocketPath.ensurePrivate(directory) }
         self.path = path
         self.now = now
+        unavailable = nil
         // The lock, not the socket file, says whether an agent runs: a crashed
         // agent's lock is released by the kernel, its socket file is just stale.
         let lockFile = try PrivateFile.open(path + ".lock")
@@ -40,12 +76,13 @@ final class ControlListener: EventSource {
         let listenError = errno
         umask(oldMask)
         guard listener >= 0 else {
+            close(lockFile)
             throw .failed("cannot listen on \(path): \(String(cString: strerror(listenError)))")
         }
         Log.debug("control socket: \(path)")
     }
 
-    var pollInterest: (fd: Int32, events: PollEvents)? { restingUntil == nil ? (listener, .readable) : nil }
+    var pollInterest: (fd: Int32, events: PollEvents)? { restingUntil == nil && listener >= 0 ? (listener, .readable) : nil }
     var deadline: MonotonicInstant? { restingUntil }
 
     func dispatch(_ events: PollEvents) {
@@ -61,7 +98,7 @@ final class ControlListener: EventSource {
     /// starting agent lock a file that the next one no longer sees.
     func shutdown() {
         for connection in connections { connection.finish() }
-        unlink(path)
+        if listener >= 0 { unlink(path) }
     }
 
     func remove(_ connection: ControlConnection) {

@@ -33,19 +33,35 @@ enum SocketPath {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw .failed("cannot create the socket directory \(directory): \(String(cString: strerror(errno)))")
         }
+        if let problem = problem(with: directory) { throw .failed(problem) }
+    }
+
+    /// Why `directory` cannot hold the socket, without changing anything (for
+    /// `doctor`); nil when it can, or when it is missing and could be made.
+    static func problem(with directory: String) -> String? {
         var info = stat()
         guard lstat(directory, &info) == 0 else {
-            throw .failed("cannot inspect the socket directory \(directory): \(String(cString: strerror(errno)))")
+            let code = errno
+            guard code == ENOENT else {
+                return "cannot inspect the socket directory \(directory): \(String(cString: strerror(code)))"
+            }
+            // Missing: an agent makes it, if it can write where it goes.
+            let parent = directory.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            guard access(parent.isEmpty ? "/" : parent, W_OK | X_OK) == 0 else {
+                return "cannot create the socket directory \(directory): \(String(cString: strerror(errno)))"
+            }
+            return nil
         }
         let isDirectory = info.st_mode & S_IFMT == S_IFDIR
         if info.st_uid != getuid() {
             // Someone made it first (in /tmp anyone can): never use another user's directory.
             let owner = getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(info.st_uid)"
-            throw .failed("refusing the socket directory \(directory): it belongs to \(owner), not to you (remove it, or set XDG_RUNTIME_DIR, or give --socket PATH)")
+            return "refusing the socket directory \(directory): it belongs to \(owner), not to you (remove it, or set XDG_RUNTIME_DIR, or give --socket PATH)"
         }
         guard isDirectory, info.st_mode & 0o077 == 0 else {
-            throw .failed("refusing the socket directory \(directory): it must be a directory owned by you with mode 0700 (it has mode \(String(info.st_mode & 0o7777, radix: 8)), owner \(info.st_uid))")
+            return "refusing the socket directory \(directory): it must be a directory owned by you with mode 0700 (it has mode \(String(info.st_mode & 0o7777, radix: 8)), owner \(info.st_uid))"
         }
+        return nil
     }
 
     static func environment(_ name: String) -> String? {

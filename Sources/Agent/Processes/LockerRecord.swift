@@ -23,6 +23,21 @@ final class LockerRecord {
 
     deinit { close(fd) }
 
+    /// The record beside a listening control socket, or none when it cannot be
+    /// written, said loudly (log, audit trail): the agent locks all the same.
+    static func open(beside control: ControlListener, serverToken: String) -> LockerRecord? {
+        guard control.unavailable == nil else { return nil }
+        let path = control.path + ".locker"
+        do {
+            return try LockerRecord(path: path, serverToken: serverToken)
+        } catch {
+            let consequence = "the agent runs without a record of its locker: it locks as set, but an agent started again while the locker runs would not know of it"
+            Log.write(.error, "\(error.message): \(consequence)")
+            AuditTrail.record(.runtimeFiles(path: path, problem: error.message, consequence: consequence))
+            return nil
+        }
+    }
+
     /// The process's start time in clock ticks since boot (/proc/PID/stat field 22):
     /// with the pid, it names one process even after the pid is reused.
     static func startTime(of pid: pid_t) -> String? {
