@@ -162,6 +162,7 @@ public final class Agent {
             })
         }
         loop.add(children)
+        loop.add(AuditTrail.shared)
         loop.add(try DeadlineTimer(nextDeadline: { [unowned self] in machine.nextDeadline }) { [unowned self] in wake() })
     }
 

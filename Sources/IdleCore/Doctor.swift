@@ -159,6 +159,7 @@ public enum Doctor {
             findings += settingsFindings(status)
             if case .array(let errors)? = status["config_errors"] { findings += configFindings(errors.compactMap(\.string)) }
             findings += desktopFindings(status["desktop"])
+            findings += auditFindings(status["audit"])
             lockedNow = status["locker"]?["covers_screen"]?.bool == true
             nextLockIn = lockDue(status)
         }
@@ -269,6 +270,14 @@ public enum Doctor {
             DoctorFinding("config", .warning, ClientText.sanitized($0, maxBytes: 400),
                           fix: "fix or remove what is named (the agent runs with the other settings); restart the agent to read it again")
         }
+    }
+
+    /// Where the audit trail goes: a journal that does not read is worth a warning.
+    static func auditFindings(_ audit: JSONValue?) -> [DoctorFinding] {
+        guard let audit, let to = audit["to"]?.string, to.hasPrefix("stderr (the journal is not reading)") else { return [] }
+        let sent = audit["sent_to_stderr"]?.integer ?? 0
+        return [DoctorFinding("audit", .warning, "the systemd journal is not taking entries: \(sent) audit entries went to the agent's stderr instead (locking is not affected)",
+                              fix: "check systemd-journald (`systemctl status systemd-journald`); the entries come back to the journal once it reads again")]
     }
 
     static func desktopFindings(_ desktop: JSONValue?) -> [DoctorFinding] {

@@ -50,6 +50,17 @@ struct DoctorDiagnosisTests {
         #expect(found.text.contains("warning  agent: running (pid 4242) without its control socket: it locks as set"))
     }
 
+    @Test("an audit trail going to stderr because the journal does not read is a warning with the count; locking is not affected")
+    func journalNotReading() throws {
+        var facts = try Self.healthy()
+        guard case .object(var members) = facts.status else { throw UsageError("no status") }
+        members.append(("audit", .object([("to", .string("stderr (the journal is not reading)")), ("sent_to_stderr", .number(12))])))
+        facts.status = .object(members)
+        let report = Doctor.diagnose(facts)
+        #expect(report.lockWouldHappen)
+        #expect(report.text.contains("warning  audit: the systemd journal is not taking entries: 12 audit entries went to the agent's stderr instead"))
+    }
+
     @Test("each broken part is a problem with what to do", arguments: [
         ("no agent", "agent", "systemctl --user start xidlelock"),
         ("no locker", "locker", "install one"),

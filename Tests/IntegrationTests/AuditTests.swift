@@ -107,4 +107,50 @@ import Testing
             }
         }
     }
+    /// Issue #20, item 3. A datagram socket at the journal's path that nobody reads
+    /// (the agent's alone, in a mount namespace): its queue fills after a few entries
+    /// (net.unix.max_dgram_qlen, 10), and a blocking sendmsg would wait for ever.
+    @Test("a journal that does not read: the agent keeps answering and locks on time; the entries go to stderr, with a count",
+          .enabled(if: AudioTests.mountNamespacesWork, "needs `unshare -m` to give the agent a journal of its own"))
+    func stuckJournal() async throws {
+        try await Sandbox.with { s in
+            let journal = "/run/systemd/journal/socket"
+            try """
+                import os, socket, time
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                s.bind("\(journal)")
+                open("journal.pid", "w").write("%d\\n" % os.getpid())
+                time.sleep(3600)
+                """.write(toFile: s.path("journal.py"), atomically: false, encoding: .utf8)
+            let stuckJournal = "exec unshare -m sh -c 'mkdir -p /run/systemd/journal && mount -t tmpfs none /run/systemd/journal && "
+                + "{ python3 journal.py & } && while [ ! -S \(journal) ]; do sleep 0.05; done; "
+                + "exec \"$0\" \"$@\"' \"$0\" \"$@\""
+            try await s.x("xdotool", "key", "shift")
+            let lockAfter = 6000
+            let agent = try await s.startAnsweringAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker, "--quiet"],
+                                                        shell: stuckJournal)
+            // Each disable for a millisecond is two entries (disable, enable): far more than the socket's queue holds.
+            let client = LineReader(try RawSocketClient(s.socket))
+            let disable = "{\"v\":1,\"cmd\":\"disable\",\"for_ms\":1}\n"
+            for k in 0..<40 {
+                client.client.send(Array(disable.utf8))
+                _ = try #require(client.next(timeout: .seconds(5)), "the agent stopped answering after \(k) disables\n\(agent.log)")
+            }
+            // The entry in sendmsg has waited a second: the rest go to stderr.
+            try await s.waitForStatus("the audit trail to go to stderr") {
+                ($0["audit"] as? [String: Any])?["to"] as? String == "stderr (the journal is not reading)"
+            }
+            let audit = try await s.status()["audit"] as? [String: Any]
+            #expect((audit?["sent_to_stderr"] as? Int ?? 0) >= 20, "\(String(describing: audit))")
+            let idle = try await s.waitForNumber(in: "lock.idle")
+            await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter)
+            // All but the few the socket's queue took (10, and the one in sendmsg, which is on stderr too).
+            #expect(agent.count(of: "xidlelock: audit disable: ") >= 30, "\(agent.log)")
+            let counted = agent.log.split(separator: "\n").first { $0.contains("warning: the systemd journal is not taking audit entries") }
+            #expect(counted?.contains(" audit entries went to stderr, and the next ones go there until it takes one") == true,
+                    "no count of the entries the journal did not take\n\(agent.log)")
+            let doctor = try await s.doctor()
+            #expect(doctor.stdout.contains("warning  audit: the systemd journal is not taking entries"), "\(doctor.stdout)")
+        }
+    }
 }

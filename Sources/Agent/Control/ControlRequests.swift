@@ -30,7 +30,7 @@ extension Agent: ControlRequestHandler {
             wake()
             let desktopFields = desktop?.statusFields ?? []
             client.send(ControlRequest.reply(machine.statusFields(at: SystemClock.now(), lockerPid: children.lockerPid)
-                + [("desktop", .object(desktopFields))]))
+                + [("desktop", .object(desktopFields)), ("audit", .object(AuditTrail.shared.statusFields))]))
         case .lock:
             wake()
             perform(.lockNow)
