@@ -113,7 +113,7 @@ int xil_journal_start(void) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
     pthread_t thread;
     int error = pthread_create(&thread, &attr, journal_writer, NULL);
     pthread_attr_destroy(&attr);
