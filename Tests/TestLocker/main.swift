@@ -2,11 +2,12 @@ import CX11
 import Glibc
 
 // A locker for the integration tests, which can be unlocked without a password:
-// it grabs the keyboard as i3lock does (retrying for up to 3 s, else exit 1),
-// appends its pid to a file once it holds the grab, and exits when a file
-// appears. Usage:
-//   TestLocker [--pids FILE] [--unlock FILE] [--exit STATUS] [--hold MS] [--no-grab] [--suspend-saver]
+// it maps a window over the screen and grabs the keyboard as i3lock does
+// (retrying for up to 3 s, else exit 1), appends its pid to a file once it holds
+// the grab, and exits when a file appears. Usage:
+//   TestLocker [--pids FILE] [--unlock FILE] [--exit STATUS] [--hold MS] [--no-grab] [--no-window] [--suspend-saver]
 // --hold: never exit before this long after the start (a person typing a password).
+// --no-window: the grab without a window (a hot-key tool, a hostile client).
 // --suspend-saver: no grab; XScreenSaverSuspend instead, as mpv and SDL games do.
 
 func say(_ text: String) { _ = text.withCString { write(2, $0, strlen($0)) } }
@@ -16,6 +17,7 @@ var unlockFile = "unlock"
 var exitStatus: Int32 = 0
 var holdMs = 0
 var grab = true
+var window = true
 var suspendSaver = false
 var args = CommandLine.arguments.dropFirst()
 while let flag = args.popFirst() {
@@ -25,6 +27,7 @@ while let flag = args.popFirst() {
     case "--exit": exitStatus = Int32(args.popFirst() ?? "") ?? 0
     case "--hold": holdMs = Int(args.popFirst() ?? "") ?? 0
     case "--no-grab": grab = false
+    case "--no-window": window = false
     case "--suspend-saver":
         grab = false
         suspendSaver = true
@@ -47,6 +50,17 @@ guard let display = XOpenDisplay(nil) else {
 }
 if grab {
     let root = XDefaultRootWindow(display)
+    if window {
+        // As i3lock: an override-redirect window over the whole screen, mapped before the
+        // grab (the agent counts a grab as the locker's only while one of its windows shows).
+        let screen = XDefaultScreen(display)
+        var attributes = XSetWindowAttributes()
+        attributes.override_redirect = 1
+        attributes.background_pixel = 0
+        let cover = XCreateWindow(display, root, 0, 0, UInt32(XDisplayWidth(display, screen)), UInt32(XDisplayHeight(display, screen)),
+                                  0, 0, UInt32(InputOutput), nil, UInt(CWOverrideRedirect | CWBackPixel), &attributes)
+        XMapRaised(display, cover)
+    }
     var grabbed = false
     while milliseconds() - started < 3000 {
         if XGrabKeyboard(display, root, 1, GrabModeAsync, GrabModeAsync, 0) == GrabSuccess {
