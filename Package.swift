@@ -17,11 +17,11 @@ let package = Package(
         .executable(name: "xidlelock", targets: ["xidlelock"]),
     ],
     targets: [
-        // Xlib's headers: libX11, libXss, libXi and libXrandr are loaded at run time,
-        // by the agent and `doctor` only (CXlib).
+        // Xlib's headers: libX11, libXss, libXi, libXrandr and libXRes are loaded at run
+        // time, by the agent and `doctor` only (CXlib).
         .systemLibrary(
             name: "CX11",
-            providers: [.apt(["libx11-dev", "libxss-dev", "libxi-dev", "libxrandr-dev"])]
+            providers: [.apt(["libx11-dev", "libxss-dev", "libxi-dev", "libxrandr-dev", "libxres-dev"])]
         ),
         // `xidlelock idle`'s way to the server: libxcb, linked.
         .systemLibrary(
@@ -29,8 +29,8 @@ let package = Package(
             pkgConfig: "xcb xcb-screensaver",
             providers: [.apt(["libxcb1-dev", "libxcb-screensaver0-dev"])]
         ),
-        // Xlib's functions the agent calls, each forwarding to libX11, libXss, libXi or libXrandr
-        // loaded with dlopen.
+        // Xlib's functions the agent calls, each forwarding to libX11, libXss, libXi, libXrandr
+        // or libXRes loaded with dlopen.
         .target(name: "CXlib", dependencies: ["CLinux"]),
         .target(name: "CLinux"),
         // sd-bus, loaded with dlopen: only its headers are needed to build.

@@ -5,6 +5,8 @@
 #include <X11/extensions/XInput2.h>
 /* For its types only: libXrandr is loaded at run time, when hot corners are on. */
 #include <X11/extensions/Xrandr.h>
+/* For its types only: libXRes is loaded at run time, by the grab probe. */
+#include <X11/extensions/XRes.h>
 
 /* XISetMask is a function-like macro, which Swift does not import. */
 static inline void xil_xi_set_mask(unsigned char *mask, int event) {

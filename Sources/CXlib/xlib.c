@@ -5,6 +5,7 @@
 #include "cxlib.h"
 #include <X11/Xlib.h>
 #include <X11/extensions/XInput2.h>
+#include <X11/extensions/XRes.h>
 #include <X11/extensions/Xrandr.h>
 #include <X11/extensions/scrnsaver.h>
 #include <stdlib.h>
@@ -36,6 +37,9 @@
     F(X11, int, XChangeProperty, (Display *d, Window w, Atom property, Atom type, int format, int mode, \
       _Xconst unsigned char *data, int count), (d, w, property, type, format, mode, data, count)) \
     F(X11, int, XSelectInput, (Display *d, Window w, long mask), (d, w, mask)) \
+    F(X11, Status, XQueryTree, (Display *d, Window w, Window *root, Window *parent, Window **children, \
+      unsigned int *count), (d, w, root, parent, children, count)) \
+    F(X11, Status, XGetWindowAttributes, (Display *d, Window w, XWindowAttributes *attributes), (d, w, attributes)) \
     F(X11, int, XGrabKeyboard, (Display *d, Window w, Bool ownerEvents, int pointerMode, int keyboardMode, Time time), \
       (d, w, ownerEvents, pointerMode, keyboardMode, time)) \
     F(X11, int, XUngrabKeyboard, (Display *d, Time time), (d, time)) \
@@ -51,12 +55,19 @@
     F(Xi, Status, XIQueryVersion, (Display *d, int *major, int *minor), (d, major, minor)) \
     F(Xi, int, XISelectEvents, (Display *d, Window w, XIEventMask *masks, int count), (d, w, masks, count)) \
     F(Xrandr, Status, XRRQueryVersion, (Display *d, int *major, int *minor), (d, major, minor)) \
-    F(Xrandr, XRRMonitorInfo *, XRRGetMonitors, (Display *d, Window w, Bool active, int *count), (d, w, active, count))
+    F(Xrandr, XRRMonitorInfo *, XRRGetMonitors, (Display *d, Window w, Bool active, int *count), (d, w, active, count)) \
+    F(XRes, Bool, XResQueryExtension, (Display *d, int *event, int *error), (d, event, error)) \
+    F(XRes, Status, XResQueryVersion, (Display *d, int *major, int *minor), (d, major, minor)) \
+    F(XRes, Status, XResQueryClients, (Display *d, int *count, XResClient **clients), (d, count, clients)) \
+    F(XRes, Status, XResQueryClientIds, (Display *d, long specCount, XResClientIdSpec *specs, long *idCount, \
+      XResClientIdValue **ids), (d, specCount, specs, idCount, ids)) \
+    F(XRes, pid_t, XResGetClientPid, (XResClientIdValue *value), (value))
 
 /* The functions of the list that return nothing. */
 #define XIL_XLIB_PROCEDURES(F) \
     F(Xss, void, XScreenSaverSelectInput, (Display *d, Drawable drawable, unsigned long mask), (d, drawable, mask)) \
-    F(Xrandr, void, XRRFreeMonitors, (XRRMonitorInfo *monitors), (monitors))
+    F(Xrandr, void, XRRFreeMonitors, (XRRMonitorInfo *monitors), (monitors)) \
+    F(XRes, void, XResClientIdsDestroy, (long count, XResClientIdValue *ids), (count, ids))
 
 #define XIL_ALL(F) XIL_XLIB_FUNCTIONS(F) XIL_XLIB_PROCEDURES(F)
 
@@ -127,4 +138,9 @@ int xil_xi_load(char *error, size_t size) {
 int xil_xrandr_load(char *error, size_t size) {
     static int loaded;
     return load_part("libXrandr.so.2", "Xrandr", &loaded, error, size);
+}
+
+int xil_xres_load(char *error, size_t size) {
+    static int loaded;
+    return load_part("libXRes.so.1", "XRes", &loaded, error, size);
 }

@@ -15,5 +15,9 @@ int xil_xi_load(char *error, size_t size);
 /* libXrandr (the monitors: XRRQueryVersion, XRRGetMonitors, XRRFreeMonitors), the
  * same way; only hot corners need it. */
 int xil_xrandr_load(char *error, size_t size);
+/* libXRes (which client owns a window, and that client's pid: XResQueryClientIds),
+ * the same way; the grab probe uses it to tell the locker's grab from another
+ * client's. */
+int xil_xres_load(char *error, size_t size);
 
 #endif
