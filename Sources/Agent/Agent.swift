@@ -55,6 +55,9 @@ public final class Agent {
         signal(SIGTTOU, SIG_IGN)
         try XServer.installErrorHandlers()
         let x = try XServer()
+        if case .failure(let unavailable) = x.clientOwners {
+            Log.write(.warning, "\(unavailable.reason): the grab probe cannot tell the locker's keyboard grab from another client's (a grab held before the locker started still never counts as the lock)")
+        }
         let locker = try LockerChoice.choose(given: options.locker)
         // Locking never depends on the socket or the record: each that cannot be made
         // is said, and the agent runs without it. Only a second agent is refused.
@@ -123,7 +126,7 @@ public final class Agent {
             children.adoptedLocker = adopted.pid
             Log.write(.info, "found the locker of an earlier agent running (pid \(adopted.pid))")
             perform(.lockerAdopted)
-            perform(.lockerFact(.keyboardGrabbed(x.keyboardGrabbedByOther())))
+            perform(.lockerFact(.keyboard(probeKeyboard())))
         }
         x.listen(true)
         perform(.start(serverIdle: x.idleTime() ?? .zero, awaiting: awaiting))
@@ -296,7 +299,7 @@ public final class Agent {
                     for client in control.connections where client.subscribed { client.send(line) }
                     desktop?.announce(announcement)
                 case .probeKeyboard:
-                    queue.append(.lockerFact(.keyboardGrabbed(x.keyboardGrabbedByOther())))
+                    queue.append(.lockerFact(.keyboard(probeKeyboard())))
                 case .checkPointerCorner:
                     queue.append(.pointerRests(pointerRest()))
                 case .releaseSleepDelay, .setLockedHint, .setIdleHint:
@@ -307,6 +310,12 @@ public final class Agent {
             }
         }
         return answer
+    }
+
+    /// The grab probe, with the locker's processes (none before its start) whose
+    /// windows prove a grab the locker's.
+    private func probeKeyboard() -> KeyboardReading {
+        x.probeKeyboard(lockerProcesses: children.lockerPid.map { ProcessTree.members(from: $0) })
     }
 
     /// A client's request or a source's report: the idle time is brought up to date

@@ -21,6 +21,10 @@ public enum DoctorCommand {
         do throws(AgentError) {
             x = try XServer()
             facts.extensions = ["MIT-SCREEN-SAVER", "XInput 2"] + (x!.hasExtension("RANDR") ? ["RandR"] : [])
+            switch x!.clientOwners {
+            case .success: facts.extensions.append("X-Resource")
+            case .failure(let unavailable): facts.grabOwnersUnknown = unavailable.reason
+            }
         } catch {
             facts.displayProblem = error.message
             facts.displayFix = XDisplayName.fix(for: error)
@@ -67,9 +71,10 @@ public enum DoctorCommand {
                 ?? (trimmed.hasPrefix("exec ") ? ShellCommand.firstWord(of: String(trimmed.dropFirst(5))) : nil)
             facts.lockerPath = facts.lockerProgram.flatMap { LockerChoice.findProgram($0, path: LockerChoice.pathVariable()) }
         }
-        // The grab probe means nothing while a locker holds the screen (it is its grab).
-        let locked = facts.status?["locker"].map { $0 != .null } ?? false
-        if let x, !locked { facts.keyboardGrabbedByOther = x.keyboardGrabbedByOther() }
+        // The grab probe means nothing while a locker runs (it may be its grab); while
+        // none runs (none started, or the last failed) a grab is another program's.
+        let lockerRuns = facts.status?["locker"]?["state"]?.string == "running"
+        if let x, !lockerRuns { facts.keyboardGrabbedByOther = x.keyboardGrabbedByOther() }
         return facts
     }
 }

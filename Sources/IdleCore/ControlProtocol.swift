@@ -104,6 +104,9 @@ extension Announcement {
             members += [("event", .string("locked")), ("idle_ms", ms(idle)), ("requested", .bool(requested))]
         case .lockerNotCovering(let runningFor):
             members += [("event", .string("locker-not-covering")), ("running_ms", ms(runningFor))]
+        case .keyboardHeldByOther(let beforeStart):
+            members += [("event", .string("keyboard-held-by-other")), ("covers_screen", .bool(false)),
+                        ("held_before_start", .bool(beforeStart))]
         case .lockerFailed(let kind, let reason, let retryIn):
             members += [("event", .string("locker-failed")), ("kind", .string(kind)), ("reason", .string(reason)),
                         ("retry_in_ms", ms(retryIn))]

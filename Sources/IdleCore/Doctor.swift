@@ -37,6 +37,9 @@ public struct DoctorFacts: Sendable {
     public var lockerPath: String?
     /// Whether another client holds the keyboard grab now (nil: not asked, as while locked).
     public var keyboardGrabbedByOther: Bool?
+    /// Why the grab probe cannot tell the locker's grab from another client's (no
+    /// X-Resource extension, no libXRes); nil when it can.
+    public var grabOwnersUnknown: String?
     /// Without an agent: why the config files could not be read.
     public var configProblem: String?
     /// Why this session is not one the agent can watch (Wayland).
@@ -145,12 +148,22 @@ public enum Doctor {
         }
         if status == nil { findings += configFindings(facts.configErrors) }
         findings += lockerFindings(facts)
-        if facts.keyboardGrabbedByOther == true {
-            findings.append(DoctorFinding("keyboard", .problem,
-                                          "another program holds the keyboard grab: a locker cannot grab it now, so a lock would fail (and be retried)",
+        // The agent's own word (its locker could not cover the screen because of it) or
+        // doctor's probe while no locker runs.
+        let heldDuringLock = status?["locker"]?["keyboard_held_by_other"]?.bool == true
+        if heldDuringLock || facts.keyboardGrabbedByOther == true {
+            let now = heldDuringLock
+                ? "the locker cannot grab it, so the screen may NOT be locked now (the agent keeps retrying)"
+                : "a locker cannot grab it now, so a lock would fail (and be retried)"
+            findings.append(DoctorFinding("keyboard", .problem, "another program holds the keyboard grab: \(now)",
                                           fix: "close the menu, game or screenshot tool that holds it; a stuck grab is released by ending its program"))
         } else if facts.keyboardGrabbedByOther == false {
             findings.append(DoctorFinding("keyboard", .ok, "free: a locker can grab it"))
+        }
+        if let reason = facts.grabOwnersUnknown {
+            findings.append(DoctorFinding("keyboard", .warning,
+                                          "\(reason): the agent cannot tell the locker's keyboard grab from another program's (one held before the locker started never counts; one taken after it may be taken for the lock until the locker fails)",
+                                          fix: "install libxres1, or use an X server with the X-Resource extension (Xorg and Xvfb have it)"))
         }
         var nextLockIn: Millis?
         var lockedNow = false
@@ -187,7 +200,13 @@ public enum Doctor {
         var findings: [DoctorFinding] = []
         func duration(_ value: JSONValue?) -> String? { value?.integer.map { Millis($0).description } }
         if let locker = status["locker"], locker != .null {
-            if locker["state"]?.string == "failing" {
+            if locker["keyboard_held_by_other"]?.bool == true {
+                // Not the locker's fault: the keyboard finding says what to do.
+                let running = locker["state"]?.string == "failing"
+                    ? "failing while another program holds the keyboard; next try in \(duration(locker["next_try_in_ms"]) ?? "?")"
+                    : "runs, but another program holds the keyboard: the screen may be visible"
+                findings.append(DoctorFinding("locker", .problem, running))
+            } else if locker["state"]?.string == "failing" {
                 let reason = status["last_locker_failure"]?["reason"]?.string ?? "?"
                 findings.append(DoctorFinding("locker", .problem, "failing: the locker \(reason); next try in \(duration(locker["next_try_in_ms"]) ?? "?")",
                                               fix: "run the locker command by hand in this session to see its error"))

@@ -135,6 +135,9 @@ public enum Announcement: Equatable, Sendable {
     case locked(idle: Millis, requested: Bool)
     /// The locker runs but was never seen to grab the keyboard: the screen may be visible.
     case lockerNotCovering(runningFor: Millis)
+    /// Another client holds the keyboard, so the locker cannot cover the screen (it held
+    /// it before the locker started, or no window of the locker shows): the screen may be visible.
+    case keyboardHeldByOther(beforeStart: Bool)
     case lockerFailed(kind: String, reason: String, retryIn: Millis)
     case unlocked(lockedFor: Millis)
     case activityResumed(idleBefore: Millis)
@@ -220,7 +223,7 @@ public enum Action: Equatable, Sendable {
     case announce(Announcement)
     /// Ask the X server whether another client holds the keyboard grab (the
     /// locker covering the screen); the answer comes back as
-    /// `.lockerFact(.keyboardGrabbed(_))` at once.
+    /// `.lockerFact(.keyboard(_))` at once.
     case probeKeyboard
     /// Let the system sleep: close the logind delay inhibitor.
     case releaseSleepDelay

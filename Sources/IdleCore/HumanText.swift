@@ -50,12 +50,17 @@ public enum HumanText {
         guard let locker = reply["locker"], locker != .null else {
             return reply["locker_pid"]?.integer.map { "running, pid \($0)" } ?? "not running"
         }
+        let heldByOther = locker["keyboard_held_by_other"]?.bool == true
         if locker["state"]?.string == "failing" {
             let reason = reply["last_locker_failure"]?["reason"]?.string.map { ClientText.sanitized($0, maxBytes: 400) } ?? "?"
             let next = locker["next_try_in_ms"]?.integer.map { Millis($0).description } ?? "?"
-            return "FAILING: the screen may NOT be locked; last failure: the locker \(reason); next try in \(next)"
+            let cause = heldByOther ? "; another client holds the keyboard, so the locker cannot grab it" : ""
+            return "FAILING: the screen may NOT be locked; last failure: the locker \(reason)\(cause); next try in \(next)"
         }
         let pid = locker["pid"]?.integer.map { "pid \($0)" } ?? "pid ?"
+        if heldByOther {
+            return "running, \(pid), NOT covering the screen: another client holds the keyboard, the screen may NOT be locked"
+        }
         switch locker["covers_screen"] {
         case .bool(true)?: return "running, \(pid), holds the screen"
         case .bool(false)?: return "running, \(pid), NOT covering the screen (it never grabbed the keyboard)"
@@ -70,6 +75,9 @@ public enum HumanText {
         case "locking": return "locking (attempt \(event["attempt"]?.integer ?? 1), idle \(d("idle_ms")))"
         case "locked": return event["requested"]?.bool == true ? "locked on request" : "locked (idle \(d("idle_ms")))"
         case "locker-not-covering": return "the locker does NOT cover the screen (running \(d("running_ms")))"
+        case "keyboard-held-by-other":
+            return "another client holds the keyboard" + (event["held_before_start"]?.bool == true ? " since before the locker started" : "")
+                + ": the screen may NOT be covered"
         case "sleeping": return event["covered"]?.bool == true ? "sleeping (locked)" : "sleeping (the screen may NOT be locked)"
         case "resumed": return "resumed"
         case "locker-failed": return "locker failed: \(event["reason"]?.string ?? "?"); retry in \(d("retry_in_ms"))"

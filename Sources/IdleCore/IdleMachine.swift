@@ -470,6 +470,9 @@ public struct IdleMachine: Sendable {
         let retry = attempt > 1 ? " (attempt \(attempt))" : ""
         let why = lockRequested ? "on request" : "after \(idle(at: now)) idle"
         out.append(.log(.info, "locking \(why)\(retry)"))
+        // The keyboard is looked at before the locker starts (the edge carries actions
+        // out in order): a grab then is another client's, and never the locker's proof.
+        out.append(.probeKeyboard)
         out.append(.run(.locker, command: stage.command, environment: environment("lock", stage, now)))
         out.append(.announce(.locking(idle: idle(at: now), requested: lockRequested, attempt: attempt)))
     }
@@ -515,10 +518,19 @@ public struct IdleMachine: Sendable {
             // It cannot be replaced while it runs (never a second locker); say so loudly.
             out.append(.log(.error, "the locker has run for \(supervisor.grabDeadline) without grabbing the keyboard: the screen may NOT be covered (left running; its exit 0 will count as an unlock)"))
             out.append(.announce(.lockerNotCovering(runningFor: supervisor.grabDeadline)))
+        case .keyboardHeldByOther(let beforeStart):
+            // Said for each attempt: the retries back off to once a minute.
+            let how = beforeStart ? "it held the keyboard when the locker started"
+                : "the keyboard stayed grabbed for \(supervisor.grabDeadline) while no window of the locker showed"
+            out.append(.log(.error, "another client holds the keyboard (\(how)): the locker cannot cover the screen, which may NOT be locked; close the menu, game or tool that holds it"))
+            out.append(.announce(.keyboardHeldByOther(beforeStart: beforeStart)))
+            tellLockedHint(false, &out)
         case .failed(let failure, let retryAt, _):
             let delay = retryAt - now.boottime
-            out.append(.log(.error, "the locker \(failure): the screen may NOT be locked; starting it again \(delay <= .zero ? "now" : "in \(delay)")"))
-            out.append(.announce(.lockerFailed(kind: failure.kind, reason: failure.description, retryIn: delay)))
+            // The failure named with its likely cause: the locker could not grab what another client holds.
+            let reason = failure.description + (supervisor.keyboardHeldByOther ? " (another client holds the keyboard)" : "")
+            out.append(.log(.error, "the locker \(reason): the screen may NOT be locked; starting it again \(delay <= .zero ? "now" : "in \(delay)")"))
+            out.append(.announce(.lockerFailed(kind: failure.kind, reason: reason, retryIn: delay)))
             tellLockedHint(false, &out)
             // A retry due now starts from fireDueStages, after the other checks.
         case .retryNow:

@@ -12,9 +12,37 @@ public enum LockerFact: Equatable, Sendable {
     case endedUnseen
     /// A locker started by an earlier agent still runs and was adopted.
     case adopted
-    /// The grab probe: another client holds the keyboard grab (true), or the
-    /// keyboard is free (false), or the probe could not be made (nil).
-    case keyboardGrabbed(Bool?)
+    /// The grab probe's answer.
+    case keyboard(KeyboardReading)
+
+    /// The grab probe's answer while the locker runs, when X cannot tell whose grab it is.
+    public static func keyboardGrabbed(_ grabbed: Bool?) -> LockerFact {
+        .keyboard(KeyboardReading(grabbed: grabbed))
+    }
+}
+
+/// What the grab probe saw. X tells whether some client holds the keyboard grab, never
+/// which one: the probe's own `XGrabKeyboard` answers `AlreadyGrabbed` for any client's
+/// grab. What the edge can add is whether one of the locker's windows shows (the
+/// X-Resource extension tells the pid of each window's client), and whether a locker
+/// process ran at all when it looked (a grab before the locker started is another's).
+public struct KeyboardReading: Equatable, Sendable {
+    /// Another client holds the keyboard grab (true), the keyboard is free (false), or
+    /// the probe could not be made (nil).
+    public var grabbed: Bool?
+    /// Whether a locker process ran when the keyboard was read. The reading made just
+    /// before a start has none: a grab it sees is another client's.
+    public var lockerRuns: Bool
+    /// Whether a viewable window on the root belongs to the locker's processes (the
+    /// locker or a descendant); nil when X cannot tell (no X-Resource extension, or
+    /// libXRes missing) or it was not asked (the keyboard was free).
+    public var lockerWindowShown: Bool?
+
+    public init(grabbed: Bool?, lockerRuns: Bool = true, lockerWindowShown: Bool? = nil) {
+        self.grabbed = grabbed
+        self.lockerRuns = lockerRuns
+        self.lockerWindowShown = lockerWindowShown
+    }
 }
 
 /// Why a locker is counted as a failure: each leaves the screen possibly open.
@@ -73,6 +101,11 @@ public enum LockerCover: Equatable, Sendable {
     /// It ran for the whole grab deadline without a grab being seen: it runs, but
     /// the screen may be visible. It is not replaced (never a second locker).
     case notCovering
+    /// Another client holds the keyboard: it held it before the locker started, or
+    /// the keyboard stayed grabbed through the grab deadline while no window of the
+    /// locker showed. The grab cannot be the locker's proof: the screen may be visible.
+    /// Looked at again until the deadline (the other client may let go).
+    case keyboardHeldByOther
 }
 
 public enum LockerState: Equatable, Sendable {
@@ -94,6 +127,10 @@ public enum LockerVerdict: Equatable, Sendable {
     case covered(after: Millis)
     /// The locker ran through the grab deadline without a grab: an error to show.
     case notCovering
+    /// Another client holds the keyboard, so the grab seen is no proof: an error to
+    /// show. `beforeStart`: it held the keyboard when the locker started (else: no
+    /// window of the locker showed through the grab deadline).
+    case keyboardHeldByOther(beforeStart: Bool)
     /// The one way a lock ends well: exit 0 after the locker held the screen.
     case unlocked(lockedFor: Millis, covered: Bool)
     /// The screen may be open: the locker is started again at `retryAt` (now, or later).
@@ -128,6 +165,13 @@ public struct LockerSupervisor: Equatable, Sendable {
     public private(set) var lastReturnedAtOnce = false
     /// Retries held off in a row because the keyboard was grabbed.
     var heldOff = 0
+    /// The reading made just before the current locker started found the keyboard
+    /// grabbed, and no reading since found it free: a grab seen now is that client's.
+    public private(set) var grabbedBeforeStart = false
+    /// Another client held the keyboard when last looked at during this lock (the
+    /// current locker's cover, or, while retrying, what ended the last attempt). For
+    /// status and doctor: the screen may be open because of that client, not the locker.
+    public private(set) var keyboardHeldByOther = false
 
     /// How long the grab probe looks for the locker's keyboard grab. i3lock gives
     /// up grabbing after about 2.3 s (and exits 1); lockers that never grab (a
@@ -158,7 +202,14 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// counts waking time: after a suspend the next probe is due at once, and the
     /// deadline is still 3 s of the locker running.
     public func nextProbe(hurry: Bool) -> BoottimeInstant? {
-        guard case .running(let started, _, .unknown, _) = state else { return nil }
+        guard case .running(let started, _, let cover, _) = state else { return nil }
+        switch cover {
+        case .unknown: break
+        case .keyboardHeldByOther:
+            // Looked at until the deadline only: once the other client lets go, a grab can be the locker's.
+            if let last = lastProbe, last.monotonic - started.monotonic >= grabDeadline { return nil }
+        case .covered, .notCovering: return nil
+        }
         guard let last = lastProbe else { return started.boottime + Swift.min(.ms(10), grabDeadline) }
         let ran = last.monotonic - started.monotonic
         let gap = hurry ? .ms(10) : Swift.min(Swift.max(ran, .ms(10)), .ms(500))
@@ -181,6 +232,8 @@ public struct LockerSupervisor: Equatable, Sendable {
         heldOff = 0
         state = .running(since: now, attempt: attempt, cover: .unknown, adopted: false)
         lastProbe = nil
+        // Until the reading made before this start says otherwise.
+        grabbedBeforeStart = false
         return attempt
     }
 
@@ -202,25 +255,28 @@ public struct LockerSupervisor: Equatable, Sendable {
             state = .running(since: clocks, attempt: 1, cover: .unknown, adopted: true)
             lockedSince = now
             lastProbe = nil
+            grabbedBeforeStart = false
             return .none
-        case (.keyboardGrabbed(let grabbed), .running(let since, let attempt, .unknown, let adopted)):
-            if grabbed == true {
-                // The count of failed attempts starts again only once it has held the
-                // screen a while (see `fail`): a grab seen may be another client's.
-                state = .running(since: since, attempt: attempt, cover: .covered(since: clocks), adopted: adopted)
-                lastReturnedAtOnce = false
-                return .covered(after: now - since.boottime)
-            }
-            guard clocks.monotonic - since.monotonic >= grabDeadline else { return .none }
-            state = .running(since: since, attempt: attempt, cover: .notCovering, adopted: adopted)
-            return .notCovering
-        case (.keyboardGrabbed(let grabbed), .retrying(_, let attempt)):
+        case (.keyboard(let reading), .running(let since, let attempt, let cover, let adopted)) where !reading.lockerRuns:
+            // The reading made just before this locker started (the edge looks before it
+            // starts the locker, and answers after): a grab now is another client's, and
+            // a grab seen later is that client's still, until the keyboard is seen free.
+            grabbedBeforeStart = reading.grabbed == true
+            keyboardHeldByOther = grabbedBeforeStart
+            guard grabbedBeforeStart, cover == .unknown else { return .none }
+            state = .running(since: since, attempt: attempt, cover: .keyboardHeldByOther, adopted: adopted)
+            return .keyboardHeldByOther(beforeStart: true)
+        case (.keyboard(let reading), .running(let since, let attempt, let cover, let adopted))
+            where cover == .unknown || cover == .keyboardHeldByOther:
+            return probed(reading, since: since, attempt: attempt, cover: cover, adopted: adopted, at: clocks)
+        case (.keyboard(let reading), .retrying(_, let attempt)):
+            let grabbed = reading.grabbed
             guard grabbed == true, lastReturnedAtOnce else { return .retryNow }
             let next = now + retryDelay(attempt: Swift.max(attempt, 2))
             state = .retrying(at: next, attempt: attempt + 1)
             heldOff += 1
             return .retryHeldOff(until: next, again: heldOff > 1)
-        case (.keyboardGrabbed, _):
+        case (.keyboard, _):
             return .none
         case (.failedToStart(let reason), _):
             return fail(.couldNotStart(reason), at: clocks)
@@ -229,8 +285,10 @@ public struct LockerSupervisor: Equatable, Sendable {
             let ran = clocks.monotonic - since.monotonic
             // Exit 0 is an unlock only after the locker held the screen: its grab was
             // seen, or it ran through the whole grab deadline (lockers that never
-            // grab), and not sooner than anyone could type a password.
-            guard cover != .unknown, ran >= shortestHold else {
+            // grab, and one that ran while another client held the keyboard), and not
+            // sooner than anyone could type a password.
+            let covered = if case .covered = cover { true } else { false }
+            guard covered || (cover != .unknown && ran >= grabDeadline), ran >= shortestHold else {
                 lastReturnedAtOnce = true
                 return fail(.returnedAtOnce(after: ran), at: clocks)
             }
@@ -238,13 +296,58 @@ public struct LockerSupervisor: Equatable, Sendable {
             state = .unlocked
             lockedSince = nil
             lastReturnedAtOnce = false
-            return .unlocked(lockedFor: lockedFor, covered: cover != .notCovering)
+            grabbedBeforeStart = false
+            keyboardHeldByOther = false
+            return .unlocked(lockedFor: lockedFor, covered: covered)
         case (.killed(let signal), .running(let since, _, _, _)):
             return fail(.killed(signal: signal, after: now - since.boottime), at: clocks)
         case (.endedUnseen, .running(let since, _, _, _)):
             return fail(.endedUnseen(after: now - since.boottime), at: clocks)
         case (.exited, _), (.killed, _), (.endedUnseen, _):
             return .none
+        }
+    }
+
+    /// A probe of the running locker whose cover is not known yet (or was another
+    /// client's grab). The grab counts as the locker's only when it cannot be another
+    /// client's: no grab held before the start, and, where X tells window owners, a
+    /// window of the locker shows. Where X cannot tell, a grab seen after a free start
+    /// counts (a client that grabs between the locker's start and its grab is then
+    /// taken for the locker, until the locker, unable to grab, fails).
+    mutating func probed(_ reading: KeyboardReading, since: Instant, attempt: Int, cover: LockerCover, adopted: Bool,
+                         at clocks: Instant) -> LockerVerdict {
+        let pastDeadline = clocks.monotonic - since.monotonic >= grabDeadline
+        func settle(_ cover: LockerCover) { state = .running(since: since, attempt: attempt, cover: cover, adopted: adopted) }
+        switch reading.grabbed {
+        case true?:
+            if !grabbedBeforeStart && reading.lockerWindowShown != false {
+                // The count of failed attempts starts again only once it has held the
+                // screen a while (see `fail`): a grab seen may be another client's still.
+                settle(.covered(since: clocks))
+                lastReturnedAtOnce = false
+                keyboardHeldByOther = false
+                return .covered(after: clocks.boottime - since.boottime)
+            }
+            // Grabbed, and no window of the locker shows: the locker may not have mapped
+            // it yet; looked at again until the deadline.
+            guard cover == .unknown, pastDeadline else { return .none }
+            settle(.keyboardHeldByOther)
+            keyboardHeldByOther = true
+            return .keyboardHeldByOther(beforeStart: false)
+        case false?:
+            // The other client let go: a grab from now on can be the locker's.
+            grabbedBeforeStart = false
+            keyboardHeldByOther = false
+            guard pastDeadline else {
+                settle(.unknown)
+                return .none
+            }
+            settle(.notCovering)
+            return .notCovering
+        case nil:
+            guard cover == .unknown, pastDeadline else { return .none }
+            settle(.notCovering)
+            return .notCovering
         }
     }
 
@@ -283,7 +386,7 @@ public struct LockerSupervisor: Equatable, Sendable {
         case .unlocked: "unlocked"
         case .running(_, _, .unknown, _): "locking"
         case .running(_, _, .covered, _): "locked"
-        case .running(_, _, .notCovering, _): "locker-not-covering"
+        case .running(_, _, .notCovering, _), .running(_, _, .keyboardHeldByOther, _): "locker-not-covering"
         case .retrying: "locker-failing"
         }
     }

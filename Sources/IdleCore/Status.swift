@@ -98,18 +98,20 @@ extension IdleMachine {
             let covers: JSONValue = switch cover {
             case .unknown: .null
             case .covered: .bool(true)
-            case .notCovering: .bool(false)
+            case .notCovering, .keyboardHeldByOther: .bool(false)
             }
             return .object([
                 ("state", .string("running")), ("pid", pid.map { .number(Double($0)) } ?? .null),
                 ("covers_screen", covers), ("running_ms", ms(now.boottime - since.boottime)),
                 ("attempt", .number(Double(attempt))), ("adopted", .bool(adopted)),
+                ("keyboard_held_by_other", .bool(supervisor.keyboardHeldByOther)),
             ])
         case .retrying(let at, let attempt):
             return .object([
                 ("state", .string("failing")), ("pid", .null),
                 ("next_try_in_ms", ms(Swift.max(at - now.boottime, .zero))),
                 ("attempt", .number(Double(attempt))),
+                ("keyboard_held_by_other", .bool(supervisor.keyboardHeldByOther)),
             ])
         }
     }

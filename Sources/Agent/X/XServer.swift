@@ -124,10 +124,20 @@ final class XServer {
         return Millis(Int64(clamping: info.pointee.idle))
     }
 
-    /// The grab probe: does another client (the locker) hold the keyboard grab?
-    /// Our own XGrabKeyboard answers AlreadyGrabbed (or GrabFrozen) if so; if we get
-    /// the grab, it is released at once (one round trip; the locker's own grab
-    /// attempts retry). Nil when the server gives no usable answer.
+    /// The grab probe: whether another client holds the keyboard grab, and, when it
+    /// does and `lockerProcesses` run, whether one of their windows shows (see
+    /// `lockerWindowShown`). `lockerProcesses` nil: no locker runs (the reading before a
+    /// start). One round trip when the keyboard is free, about four when grabbed.
+    func probeKeyboard(lockerProcesses: Set<pid_t>?) -> KeyboardReading {
+        let grabbed = keyboardGrabbedByOther()
+        guard grabbed == true, let lockerProcesses else { return KeyboardReading(grabbed: grabbed, lockerRuns: lockerProcesses != nil) }
+        return KeyboardReading(grabbed: true, lockerRuns: true, lockerWindowShown: lockerWindowShown(lockerProcesses))
+    }
+
+    /// Does another client hold the keyboard grab? X never tells which client:
+    /// our own XGrabKeyboard answers AlreadyGrabbed (or GrabFrozen) for anyone's grab;
+    /// if we get the grab, it is released at once (one round trip; the locker's own
+    /// grab attempts retry). Nil when the server gives no usable answer.
     func keyboardGrabbedByOther() -> Bool? {
         let result = XGrabKeyboard(display, root, 0, GrabModeAsync, GrabModeAsync, 0)
         switch result {
@@ -140,6 +150,83 @@ final class XServer {
         default:
             return nil
         }
+    }
+
+    // MARK: Whose windows show (X-Resource)
+
+    /// Whether the server tells each client's pid: the X-Resource extension 1.2 or later
+    /// on the server, and libXRes here (loaded at run time). Without it the grab probe
+    /// cannot tell the locker's grab from another client's (see `lockerWindowShown`).
+    private(set) lazy var clientOwners: Result<Void, XResUnavailable> = {
+        var reason = [CChar](repeating: 0, count: 256)
+        guard xil_xres_load(&reason, reason.count) == 0 else {
+            return .failure(XResUnavailable(reason: String(nulTerminated: reason) + " (install libxres1)"))
+        }
+        var event: Int32 = 0
+        var error: Int32 = 0
+        guard XResQueryExtension(display, &event, &error) != 0 else {
+            return .failure(XResUnavailable(reason: "the X server has no X-Resource extension"))
+        }
+        var major: Int32 = 0
+        var minor: Int32 = 0
+        guard XResQueryVersion(display, &major, &minor) != 0, major > 1 || (major == 1 && minor >= 2) else {
+            return .failure(XResUnavailable(reason: "the X server's X-Resource is older than 1.2 (no client pids)"))
+        }
+        return .success(())
+    }()
+
+    /// The bits of an XID that name its client (the same for every client of a server).
+    private var clientBits: XID?
+
+    /// Whether a viewable window on the root belongs to one of `processes` (the locker
+    /// and its descendants): the windows' clients and their pids from X-Resource
+    /// (`XResQueryClientIds`; the server knows a local client's pid from its socket).
+    /// Nil when X cannot tell: no X-Resource, or a query failed. What it cannot tell: a
+    /// locker whose window belongs to a client of another pid (over TCP, from another
+    /// pid namespace, or made by a helper that is not its descendant) is not seen, and
+    /// its grab is not taken for proof. Three or four round trips; only at probe time.
+    func lockerWindowShown(_ processes: Set<pid_t>) -> Bool? {
+        guard case .success = clientOwners else { return nil }
+        // Every client's pid (one round trip); the locker's clients by their XID base.
+        var spec = XResClientIdSpec(client: 0, mask: UInt32(XRES_CLIENT_ID_PID_MASK.rawValue))
+        var count = 0
+        var ids: UnsafeMutablePointer<XResClientIdValue>?
+        // Unlike XResQueryClients and XResQueryVersion, this one answers Success (0).
+        guard XResQueryClientIds(display, 1, &spec, &count, &ids) == Success, let ids else { return nil }
+        var lockerClients: Set<XID> = []
+        for k in 0..<count where processes.contains(XResGetClientPid(ids + k)) {
+            lockerClients.insert(ids[k].spec.client)
+        }
+        XResClientIdsDestroy(count, ids)
+        guard !lockerClients.isEmpty else { return false }
+        guard let bits = clientBits ?? readClientBits() else { return nil }
+        clientBits = bits
+        // The root's children, and the attributes of the locker's only.
+        var rootReturn: Window = 0
+        var parent: Window = 0
+        var children: UnsafeMutablePointer<Window>?
+        var childCount: UInt32 = 0
+        guard XQueryTree(display, root, &rootReturn, &parent, &children, &childCount) != 0 else { return nil }
+        defer { if let children { XFree(children) } }
+        guard let children else { return false }
+        // From the top of the stack down: a locker's window is usually the top one.
+        for k in (0..<Int(childCount)).reversed() where lockerClients.contains(children[k] & bits) {
+            var attributes = XWindowAttributes()
+            if XGetWindowAttributes(display, children[k], &attributes) != 0, attributes.map_state == IsViewable {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// The client bits of an XID: the complement of a client's resource mask (XResQueryClients).
+    private func readClientBits() -> XID? {
+        var count: Int32 = 0
+        var clients: UnsafeMutablePointer<XResClient>?
+        guard XResQueryClients(display, &count, &clients) != 0, let clients else { return nil }
+        defer { XFree(clients) }
+        guard count > 0 else { return nil }
+        return ~clients[0].resource_mask & 0x1FFF_FFFF  // XIDs are 29 bits
     }
 
     /// A token naming this X server instance, kept on its root window: a new
@@ -335,4 +422,9 @@ final class XServer {
         guard actualType == type, format == 8 else { return nil }
         return String(decoding: UnsafeBufferPointer(start: data, count: Int(count)), as: UTF8.self)
     }
+}
+
+/// Why the grab probe cannot tell whose windows show.
+struct XResUnavailable: Error {
+    var reason: String
 }

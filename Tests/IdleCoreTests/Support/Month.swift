@@ -167,6 +167,8 @@ struct MonthSimulation {
     private let allowance: Millis
     private var lockerAlive = false
     private var probeAnswerDue = false
+    /// The probe was carried out before the locker's start in the same batch.
+    private var probeBeforeStart = false
     private var lockerInstance = 0
     private var unlockComing = false
     private var awaitingUnlock = false
@@ -340,6 +342,7 @@ struct MonthSimulation {
         for action in actions {
             switch action {
             case .run(let role, _, let environment):
+                if role == .locker && probeAnswerDue { probeBeforeStart = true }
                 check(environment["XIDLELOCK_IDLE_MS"] != nil && environment["XIDLELOCK_EVENT"] != nil,
                       "\(role) started without its environment")
                 checkRun(role, environment, before: before, gapNoticed: gapNoticed, now: now)
@@ -357,7 +360,10 @@ struct MonthSimulation {
         }
         if probeAnswerDue {
             probeAnswerDue = false
-            deliver(.lockerFact(.keyboardGrabbed(lockerAlive)))
+            // Looked at before the locker's start, the keyboard is free (nothing else grabs here).
+            let beforeStart = probeBeforeStart
+            probeBeforeStart = false
+            deliver(.lockerFact(.keyboard(KeyboardReading(grabbed: !beforeStart && lockerAlive, lockerRuns: !beforeStart))))
         }
 
         // One lock, then one unlock, then the next lock.

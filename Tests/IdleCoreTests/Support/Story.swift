@@ -75,8 +75,11 @@ struct Story {
     /// Whether a running locker grabs the keyboard (the grab probe's answer), as
     /// i3lock does within milliseconds; false for a locker that never covers the screen.
     var lockerGrabsKeyboard = true
-    /// Whether something else holds the keyboard (a detached locker that forked).
+    /// Whether something else holds the keyboard (a detached locker that forked, a menu).
     var keyboardHeldByOther = false
+    /// What the edge tells of the locker's windows while the keyboard is grabbed: nil as
+    /// where X cannot tell (no X-Resource), true when a window of the locker shows.
+    var lockerWindowShown: Bool?
     /// Where the pointer is (`--corners`): in no corner, mid-screen, until a test moves it.
     var pointer = PointerRest(corner: nil, position: PointerPosition(x: 320, y: 240))
 
@@ -91,10 +94,14 @@ struct Story {
     mutating func send(_ event: Event) -> [Action] {
         var out = machine.handle(event, at: clock)
         actions += out
-        // The edge answers the grab probe at once, as the agent does.
-        if out.contains(.probeKeyboard) {
-            let grabbed = keyboardHeldByOther || (machine.isLocked && lockerGrabsKeyboard)
-            out += send(.lockerFact(.keyboardGrabbed(grabbed)))
+        // The edge answers the grab probe at once, as the agent does. It looks when it
+        // carries the probe out: before the locker's start when a start follows.
+        if let probe = out.firstIndex(of: .probeKeyboard) {
+            let beforeStart = out[probe...].contains { if case .run(.locker, _, _) = $0 { true } else { false } }
+            let lockerRuns = !beforeStart && machine.isLocked
+            let grabbed = keyboardHeldByOther || (lockerRuns && lockerGrabsKeyboard)
+            out += send(.lockerFact(.keyboard(KeyboardReading(grabbed: grabbed, lockerRuns: lockerRuns,
+                                                              lockerWindowShown: grabbed && lockerRuns ? lockerWindowShown : nil))))
         }
         // And where the pointer is, for hot corners.
         if out.contains(.checkPointerCorner) {
