@@ -59,6 +59,11 @@ public final class Agent {
             Log.write(.warning, "\(unavailable.reason): the grab probe cannot tell the locker's keyboard grab from another client's (a grab held before the locker started still never counts as the lock)")
         }
         let locker = try LockerChoice.choose(given: options.locker)
+        // The agent sees only the shell's end: a locker followed by more would have its
+        // kill read as whatever the rest does (doctor says the same).
+        if let hazard = ShellCommand.lockerEndHazard(locker) {
+            Log.write(.warning, "the locker command `\(locker)` \(hazard.summary): \(hazard.detail); \(hazard.fix)")
+        }
         // Locking never depends on the socket or the record: each that cannot be made
         // is said, and the agent runs without it. Only a second agent is refused.
         let control = try ControlListener.open(given: options.socket)

@@ -180,6 +180,15 @@ public enum Doctor {
     }
 
     static func lockerFindings(_ facts: DoctorFacts) -> [DoctorFinding] {
+        var findings = lockerProgramFindings(facts)
+        // A command that goes on after its locker: the agent sees the last command's end.
+        if let command = facts.lockerCommand, let hazard = ShellCommand.lockerEndHazard(command) {
+            findings.append(DoctorFinding("locker", .warning, "`\(command)` \(hazard.summary): \(hazard.detail)", fix: hazard.fix))
+        }
+        return findings
+    }
+
+    static func lockerProgramFindings(_ facts: DoctorFacts) -> [DoctorFinding] {
         guard let command = facts.lockerCommand else {
             return [DoctorFinding("locker", .problem, "no locker: none of xsecurelock, i3lock or slock is installed, and none is set",
                                   fix: "install one (apt install i3lock), or set `locker CMD` in ~/.config/xidlelock/config")]
