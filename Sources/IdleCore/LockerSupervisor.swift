@@ -167,7 +167,7 @@ public struct LockerSupervisor: Equatable, Sendable {
     var heldOff = 0
     /// The reading made just before the current locker started found the keyboard
     /// grabbed, and no reading since found it free: a grab seen now is that client's.
-    public private(set) var grabbedBeforeStart = false
+    private(set) var grabbedBeforeStart = false
     /// Another client held the keyboard when last looked at during this lock (the
     /// current locker's cover, or, while retrying, what ended the last attempt). For
     /// status and doctor: the screen may be open because of that client, not the locker.
@@ -268,10 +268,9 @@ public struct LockerSupervisor: Equatable, Sendable {
             return .keyboardHeldByOther(beforeStart: true)
         case (.keyboard(let reading), .running(let since, let attempt, let cover, let adopted))
             where cover == .unknown || cover == .keyboardHeldByOther:
-            return probed(reading, since: since, attempt: attempt, cover: cover, adopted: adopted, at: clocks)
+            return judge(reading, since: since, attempt: attempt, cover: cover, adopted: adopted, at: clocks)
         case (.keyboard(let reading), .retrying(_, let attempt)):
-            let grabbed = reading.grabbed
-            guard grabbed == true, lastReturnedAtOnce else { return .retryNow }
+            guard reading.grabbed == true, lastReturnedAtOnce else { return .retryNow }
             let next = now + retryDelay(attempt: Swift.max(attempt, 2))
             state = .retrying(at: next, attempt: attempt + 1)
             heldOff += 1
@@ -314,7 +313,7 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// window of the locker shows. Where X cannot tell, a grab seen after a free start
     /// counts (a client that grabs between the locker's start and its grab is then
     /// taken for the locker, until the locker, unable to grab, fails).
-    mutating func probed(_ reading: KeyboardReading, since: Instant, attempt: Int, cover: LockerCover, adopted: Bool,
+    mutating func judge(_ reading: KeyboardReading, since: Instant, attempt: Int, cover: LockerCover, adopted: Bool,
                          at clocks: Instant) -> LockerVerdict {
         let pastDeadline = clocks.monotonic - since.monotonic >= grabDeadline
         func settle(_ cover: LockerCover) { state = .running(since: since, attempt: attempt, cover: cover, adopted: adopted) }
