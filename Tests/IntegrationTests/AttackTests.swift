@@ -324,8 +324,10 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
             #expect(granted <= 64, "\(granted) inhibitors granted to one connection")
             #expect(refused == 5000 - granted && refused > 0, "\(line)")
             #expect((answer["errors"] as? [String] ?? []).allSatisfy { $0.hasPrefix("org.freedesktop.DBus.Error.") }, "\(line)")
-            if let lastGranted = answer["last_granted"] as? Int, let firstRefused = answer["first_refused"] as? Int {
-                #expect(firstRefused > lastGranted, "a refusal came before a later grant: \(line)")
+            // The burst is granted first; after it, one a second may still be (the rate
+            // refills), so later grants are few: never more than the flood's seconds.
+            if let firstRefused = answer["first_refused"] as? Int {
+                #expect(firstRefused >= 20, "refused within the burst: \(line)")
             }
             #expect(status.exit == .exited(0), "status: \(status.stderr)\n\(agent.log.suffix(1500))")
             #expect(parsed != nil, "status --json is not JSON")
