@@ -325,10 +325,12 @@ public final class Agent {
 
     /// A client's request or a source's report: the idle time is brought up to date
     /// first (listening may be paused, and the end of a hold must not fire a stage
-    /// that input already put off).
+    /// that input already put off). A new hold ends none: it needs the X round trip
+    /// only when something is due, so that a flood of asks costs no round trip each.
     @discardableResult
     func request(_ event: Event) -> Answer? {
-        wake()
+        let mayEndHolds = if case .holdAsked = event { false } else { true }
+        if mayEndHolds || machine.nextDeadline.map({ $0 <= SystemClock.now().boottime }) == true { wake() }
         return perform(event)
     }
 
