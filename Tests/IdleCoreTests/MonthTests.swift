@@ -7,14 +7,12 @@ struct MonthTests {
     static let everyday = Story.config(["--lock-after", "10m", "--notify-before", "1m", "--notifier", "warn",
                                         "--on-unlock", "sync-mail", "--on-unlock-interval", "30m"])
 
-    @Test("a month of work, breaks, videos, suspends and locks keeps every promise, in well under a second")
+    // How fast the core runs is `make bench`'s row 6, not a test's: a timed test fails
+    // on a loaded machine (this one took 1.03 s under AddressSanitizer beside a VM).
+    @Test("a month of work, breaks, videos, suspends and locks keeps every promise")
     func month() {
-        let clock = ContinuousClock()
-        let start = clock.now
         var simulation = MonthSimulation(config: MonthTests.everyday, seed: 0x5EED_2026)
         let report = simulation.run()
-        let took = clock.now - start
-        #expect(took < .seconds(1), "took \(took)")
         MonthTests.expectSound(report)
         #expect(report.unwarnedLocks == 0, "\(report)")
         // The month exercised what it claims to.
