@@ -1,0 +1,354 @@
+#!/usr/bin/env bash
+# desktop/run.sh: `make test-desktop`. Builds the Debian 12 desktop image when its recipe
+# changed, boots it once, installs the .deb that `make deb` built, starts the agent the
+# ways the README says (the systemd user unit; i3's exec), runs the scenarios, prints each
+# one's figure and PASS or FAIL, and shuts the VM down (also on failure or Ctrl-C).
+#
+#   desktop/run.sh [--deb FILE] [--only a,b,...] [--keep] [--no-boot]
+#
+#   --deb FILE   the package to test (default: the newest dist/xidlelock_*.deb)
+#   --only LIST  scenarios to run (default all, in this order):
+#                a idle lock at the lock time, real input deferring it
+#                b loginctl lock-session; LockedHint/IdleHint; a lock made at agent start
+#                c a VT switch longer than the lock time: locked on return
+#                d lock before sleep (slowed locker), beside xss-lock with and without -l
+#                e a locker that never grabs: the sleep still goes ahead
+#                f a playing video (mpv) holds the lock off
+#                g a package upgrade while locked: the locker stays, no second locker
+#   --keep       leave the VM running afterwards (desktop/shutdown.sh stops it)
+#   --no-boot    use the VM that is already running (with --keep, for iterating)
+#
+# Figures and logs: $XDL_DIR/run/ (results.txt, agent.log, frames-*/, serial.log).
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HERE/common.sh"
+REPO=$(cd "$HERE/.." && pwd)
+
+DEB= ONLY=a,b,c,d,e,f,g KEEP=0 BOOT=1
+while [ $# -gt 0 ]; do
+    case $1 in
+        --deb) DEB=$2; shift 2 ;;
+        --only) ONLY=$2; shift 2 ;;
+        --keep) KEEP=1; shift ;;
+        --no-boot) BOOT=0; shift ;;
+        *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    esac
+done
+[ -n "$DEB" ] || DEB=$(ls -t "$REPO"/dist/xidlelock_*.deb 2>/dev/null | head -1)
+[ -f "$DEB" ] || xdl_die "no .deb: run 'make deb' first (or make test-desktop)"
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+
+T_START=$SECONDS
+SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+Q=(python3 "$HERE/qmp.py" --socket "$XDL_QMP")
+LOCK_AFTER=15                 # seconds; the agent's lock time in every scenario
+LOCKER='i3lock -n -c ff0000'  # solid red: a frame is a pixel check (the root is solid green)
+SLOW_LOCKER="sleep 1.5; exec $LOCKER"
+BG=()
+
+cleanup() {
+    local p
+    for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
+    if [ "$KEEP" = 0 ]; then "$HERE/shutdown.sh"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- the machine -----------------------------------------------------------------------------
+if [ "$BOOT" = 1 ]; then
+    t=$SECONDS
+    $SUDO "$HERE/build-image.sh" || exit 1
+    IMAGE_S=$((SECONDS - t))
+    t=$SECONDS
+    "$HERE/boot.sh" || exit 1
+    BOOT_S=$((SECONDS - t))
+else
+    xdl_qemu_pid >/dev/null || xdl_die "--no-boot: the VM is not running"
+    IMAGE_S=0 BOOT_S=0
+fi
+RESULTS=$XDL_RUN/results.txt; : >"$RESULTS"
+say() { echo "$*" | tee -a "$RESULTS"; }
+NPASS=0 NFAIL=0
+# check NAME CONDITION-STATUS FIGURE: one line, PASS or FAIL, with the figure
+check() {
+    if [ "$2" = 0 ]; then NPASS=$((NPASS + 1)); say "PASS  $1: $3"; else NFAIL=$((NFAIL + 1)); say "FAIL  $1: $3"; fi
+}
+note() { say "      $*"; }
+
+# ---- running things in the guest ------------------------------------------------------------
+R() { xdl_ssh root "$(xdl_quote "$@")"; }                       # root, plain ssh
+RS() { xdl_ssh root "$1"; }                                      # root, a shell string
+# alice with her session's environment (X, session bus, user manager), started from root's
+# ssh session: runuser opens no logind session (no pam_systemd in its PAM stack)
+ALICE_ENV='DISPLAY=:0 XAUTHORITY=/home/alice/.Xauthority XDG_RUNTIME_DIR=/run/user/1000 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus'
+A() { xdl_ssh root "runuser -u alice -- env $ALICE_ENV $(xdl_quote "$@")"; }
+# inside her graphical session (a child of the runner that i3 started): slower (1 s), for
+# what must be the session's own (loginctl lock-session without a session, xss-lock)
+S() { xdl_ssh root "/usr/local/lib/xdl/session-run -- $(xdl_quote "$@")"; }
+now() { date +%s.%N; }
+gnow() { R date +%s.%N; }
+dt() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+SID=$(R loginctl show-user alice -p Display --value)
+[ -n "$SID" ] || xdl_die "no display session for alice"
+hints() { R loginctl show-session "$SID" -p IdleHint -p LockedHint | tr '\n' ' ' | sed 's/ $//'; }
+# the lockers running: i3lock -n forks, so a locker is an i3lock whose parent is not one
+lockers() {
+    RS 'for p in $(pgrep -x i3lock); do pp=$(ps -o ppid= -p $p | tr -d " "); [ "$(ps -o comm= -p "$pp")" = i3lock ] || echo $p; done' 2>/dev/null
+}
+nlockers() { lockers | grep -c .; }
+# wait_guest SECONDS SHELL-CONDITION: polls inside the guest every 0.1 s
+wait_guest() {
+    RS "end=\$((\$(date +%s) + $1)); while [ \$(date +%s) -lt \$end ]; do ( $2 ) >/dev/null 2>&1 && exit 0; sleep 0.1; done; exit 1"
+}
+wait_locker() { wait_guest "$1" 'pgrep -x i3lock'; }
+wait_no_locker() { wait_guest "$1" '! pgrep -x i3lock'; }
+status_json() { A xidlelock status --json 2>/dev/null; }
+jget() { python3 -c 'import json, sys
+try: d = json.loads(sys.stdin.read())
+except Exception: print("?"); sys.exit()
+for k in sys.argv[1].split("."):
+    d = d.get(k) if isinstance(d, dict) else None
+print("null" if d is None else json.dumps(d).strip("\""))' "$1"; }
+activity() { "${Q[@]}" move 3 0; "${Q[@]}" move -3 0; }
+# unlock i3lock by typing the password on the virtual keyboard
+unlock() {
+    local i
+    for i in 1 2 3; do
+        "${Q[@]}" key esc; "${Q[@]}" type 'alice\n'
+        wait_no_locker 8 && return 0
+    done
+    note "could not unlock by typing; killing the locker to go on"
+    R pkill -x i3lock; wait_no_locker 5
+    return 1
+}
+# the agent's own log since guest time $1
+agent_log() { R journalctl -b --no-pager -o short-unix _SYSTEMD_USER_UNIT=xidlelock.service --since "@${1%.*}"; }
+# the agent's config file: one setting a line
+set_config() {
+    printf '%s\n' "$@" | RS 'install -d -o alice -g alice /home/alice/.config/xidlelock && cat >/home/alice/.config/xidlelock/config && chown alice:alice /home/alice/.config/xidlelock/config'
+}
+unit() { A systemctl --user "$@"; }
+restart_agent() { activity; unit restart xidlelock.service && sleep 1; }
+# the guest's samples, every 0.25 s: time, X idle (ms), the oldest i3lock pid, IdleHint, LockedHint
+WATCH='n=$1 sid=$2 i=0; while [ $i -lt $n ]; do
+  printf "%s %s %s %s\n" "$(date +%s.%N | cut -c1-14)" "$(xprintidle)" "$(pgrep -o -x i3lock || echo -)" \
+    "$(loginctl show-session $sid -p IdleHint -p LockedHint --value | tr "\n" " ")"; i=$((i + 1)); sleep 0.25; done'
+watch_start() { A sh -c "$WATCH" watch "$1" "$SID" >"$2" 2>&1 & BG+=($!); }
+
+# suspend_cycle LABEL: systemctl suspend, wait for S3, 2 s asleep, then system_wakeup and
+# screendumps as fast as QMP gives them for 5 s. Leaves FRAMES (JSON), SUSP_S (request to
+# QMP 'suspended'), JL (the guest's journal lines of the cycle) and G0 (guest time before).
+suspend_cycle() {
+    local t0
+    G0=$(gnow)
+    t0=$(now)
+    R systemctl suspend
+    if ! "${Q[@]}" wait-status suspended -t 30 >/dev/null; then SUSP_S=never; FRAMES='{}'; return 1; fi
+    SUSP_S=$(dt "$t0" "$(now)")
+    sleep 2
+    FRAMES=$("${Q[@]}" frames --wake -t 5 --save "$XDL_RUN/frames-$1")
+    wait_guest 30 true || true
+    JL=$(R journalctl -b --no-pager -o short-unix --since "@${G0%.*}" | grep -E 'suspend now|Delay lock|PM: suspend entry|PM: suspend exit|xidlelock|xss-lock')
+}
+jtime() { awk -v pat="$1" '$0 ~ pat { print $1; exit }' <<<"$JL"; }
+fr() { jget "$1" <<<"$FRAMES"; }
+
+# ---- the product, as a user gets it ----------------------------------------------------------
+say "== xidlelock $(dpkg-deb -f "$DEB" Version) ($(basename "$DEB")) on Debian 12, accel $(cat "$XDL_RUN/accel"), session $SID; image ${IMAGE_S} s, boot ${BOOT_S} s"
+note "boot: $(cat "$XDL_RUN/boot-times")"
+xdl_ssh root "cat >/tmp/xidlelock.deb" <"$DEB"
+R dpkg -i /tmp/xidlelock.deb >"$XDL_RUN/dpkg.log" 2>&1 || { cat "$XDL_RUN/dpkg.log"; xdl_die "dpkg -i failed"; }
+set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
+# the README's way for a bare window manager (i3's start-up did the import before the unit existed)
+unit daemon-reload
+unit import-environment DISPLAY XAUTHORITY
+activity
+if unit enable --now xidlelock.service 2>"$XDL_RUN/enable.err"; then rc=0; else rc=1; fi
+st=$(status_json)
+check "setup" $((rc || $(unit is-active xidlelock.service >/dev/null; echo $?))) \
+    "dpkg -i, systemctl --user enable --now xidlelock.service: $(unit is-active xidlelock.service), state $(jget state <<<"$st"), logind session $(jget desktop.logind_session <<<"$st")"
+A xidlelock doctor 2>&1 | sed 's/^/      doctor: /' | tee -a "$RESULTS" >/dev/null
+
+# ---- (a) idle lock at the lock time; real input defers it -------------------------------------
+if want a; then
+    activity
+    W=$XDL_RUN/watch-a.txt
+    watch_start 260 "$W"
+    for i in 1 2 3 4 5 6; do sleep 5; activity; done    # 30 s of input, one motion every 5 s
+    t_last=$(now)
+    during=$(awk '$3 != "-"' "$W" | wc -l)
+    # the lock, within the lock time and 10 s more
+    for i in $(seq 100); do awk '$3 != "-"' "$W" | grep -q . && break; sleep 0.25; done
+    sleep 2.5
+    first=$(awk '$3 != "-" { print; exit }' "$W")
+    idle_at=$(awk '{ printf "%.2f", $2 / 1000 }' <<<"$first")
+    since_input=$(awk -v t="$(now)" -v l="$t_last" 'BEGIN { printf "%.1f", t - l }')
+    h=$(hints)
+    ok=1
+    [ "$during" = 0 ] && [ -n "$first" ] && awk -v s="$idle_at" -v l=$LOCK_AFTER 'BEGIN { exit !(s >= l && s <= l + 2) }' \
+        && [ "$h" = "IdleHint=yes LockedHint=yes" ] && ok=0
+    check "(a) idle lock" $ok "0 lockers expected during 30 s of QMP motion every 5 s: $during samples with i3lock; then the locker seen at X idle ${idle_at:-never} s (lock time ${LOCK_AFTER} s; samples 0.25 s apart); logind $h"
+    kill "${BG[-1]}" 2>/dev/null
+    unlock; sleep 1
+    h=$(hints); check "(a) unlock" $([ "$h" = "IdleHint=no LockedHint=no" ]; echo $?) "after typing the password: logind $h"
+fi
+
+# ---- (b) loginctl lock-session; the hints; a lock made at agent start ---------------------------
+if want b; then
+    activity; sleep 1
+    t0=$(now)
+    S loginctl lock-session
+    wait_locker 10; up=$(dt "$t0" "$(now)")
+    sleep 1.5
+    h=$(hints); n=$(nlockers)
+    check "(b) loginctl lock-session" $([ "$n" = 1 ] && [[ $h == *LockedHint=yes* ]]; echo $?) \
+        "$n locker up ${up} s after the command (incl. 1 s to run it in the session); logind $h"
+    unlock; sleep 1; note "after unlocking: logind $(hints)"
+
+    # the agent starts when the session is already idle past the lock time
+    unit stop xidlelock.service
+    sleep $((LOCK_AFTER + 3))
+    idle=$(A xprintidle)
+    unit start xidlelock.service
+    wait_locker 10; sleep 2
+    h=$(hints); n=$(nlockers)
+    check "(b) lock at start, systemd unit" $([ "$n" = 1 ] && [ "$h" = "IdleHint=yes LockedHint=yes" ]; echo $?) \
+        "started at X idle $((idle / 1000)) s: $n locker; logind $h"
+    unlock; sleep 1
+
+    # the same from i3's exec (what an `exec --no-startup-id xidlelock` line in the i3 config does)
+    unit stop xidlelock.service
+    sleep $((LOCK_AFTER + 3))
+    idle=$(A xprintidle)
+    A i3-msg -q exec --no-startup-id xidlelock
+    wait_locker 10; sleep 2
+    h=$(hints); n=$(nlockers)
+    st=$(status_json)
+    check "(b) lock at start, i3 exec" $([ "$n" = 1 ] && [ "$h" = "IdleHint=yes LockedHint=yes" ]; echo $?) \
+        "started at X idle $((idle / 1000)) s: $n locker; logind $h; agent's logind_hints $(jget logind_hints <<<"$st" | tr -d ' ')"
+    unlock; sleep 1
+    A xidlelock quit >/dev/null 2>&1; sleep 1
+    activity
+    unit start xidlelock.service
+fi
+
+# ---- (c) a VT switch longer than the lock time: locked on return --------------------------------
+if want c; then
+    activity; sleep 1
+    t0=$(now)
+    R chvt 2
+    wait_locker $((LOCK_AFTER + 15)); up=$(dt "$t0" "$(now)")
+    st=$(status_json)
+    covers=$(jget locker.covers_screen <<<"$st")
+    rest=$(awk -v u="$up" -v l=$LOCK_AFTER 'BEGIN { r = l + 5 - u; print (r > 0 ? r : 0) }')
+    sleep "$rest"
+    on2=$(dt "$t0" "$(now)")
+    "${Q[@]}" frames -t 5 --save "$XDL_RUN/frames-vt" >"$XDL_RUN/frames-vt.json" & fpid=$!
+    sleep 0.5
+    R chvt 7
+    wait "$fpid"
+    FRAMES=$(cat "$XDL_RUN/frames-vt.json")
+    sleep 0.5
+    h=$(hints); n=$(nlockers); covers2=$(jget locker.covers_screen <<<"$(status_json)")
+    check "(c) VT switch" $([ "$n" = 1 ] && [ "$(fr desktop)" = 0 ] && [ "$covers2" = true ]; echo $?) \
+        "on VT2 for ${on2} s: the locker started ${up} s after chvt 2 (covers the screen: $covers); after chvt 7: $(fr frames) frames in 5 s, $(fr desktop) showing the desktop, $(fr locker) the locker (first at $(fr first_locker_s) s; the switch at ~0.5 s); covers $covers2; logind $h"
+    note "frames: $(fr runs)"
+    unlock; sleep 1
+fi
+
+# ---- (d) lock before sleep, a locker slowed by 1.5 s; xss-lock with and without -l ---------------
+if want d; then
+    set_config "lock-after ${LOCK_AFTER}s" "locker $SLOW_LOCKER"
+    restart_agent
+    suspend_cycle xidlelock
+    t_lock=$(jtime 'xidlelock.*locked: the locker holds')
+    t_entry=$(jtime 'PM: suspend entry')
+    n=$(nlockers)
+    before=$(awk -v a="$t_lock" -v b="$t_entry" 'BEGIN { if (a == "" || b == "") print "?"; else printf "%.2f", b - a }')
+    check "(d) sleep, xidlelock" $([ "$(fr desktop)" = 0 ] && [ "$n" = 1 ]; echo $?) \
+        "suspended ${SUSP_S} s after systemctl suspend; the lock logged ${before} s before PM: suspend entry; after the wake: $(fr frames) frames in 5 s, $(fr desktop) showing the desktop, first locker frame at $(fr first_locker_s) s; $n locker"
+    note "frames: $(fr runs)"
+    grep -E 'xidlelock' <<<"$JL" | cut -c1-200 | sed 's/^/      agent: /' | tee -a "$RESULTS" >/dev/null
+    unlock; sleep 1
+    XD=$(fr desktop)
+
+    # the anchor: xss-lock runs the same slowed locker (the agent stopped meanwhile)
+    unit stop xidlelock.service
+    for l in "" -l; do
+        activity
+        S xss-lock $l -- sh -c "$SLOW_LOCKER" >/dev/null 2>&1 & xpid=$!; BG+=($xpid)
+        sleep 3
+        suspend_cycle "xss-lock$l"
+        t_entry=$(jtime 'PM: suspend entry'); t_now=$(jtime 'suspend now')
+        note "xss-lock $l (anchor): suspended ${SUSP_S} s after systemctl suspend; after the wake: $(fr frames) frames in 5 s, $(fr desktop) showing the desktop (first at $(fr first_desktop_s) s, last at $(fr last_desktop_s) s), first locker frame at $(fr first_locker_s) s"
+        note "   frames: $(fr runs)"
+        unlock; sleep 1
+        kill "$xpid" 2>/dev/null; wait "$xpid" 2>/dev/null
+    done
+    set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
+    unit start xidlelock.service
+fi
+
+# ---- (e) a locker that never grabs: the sleep goes ahead within logind's 5 s ----------------------
+if want e; then
+    set_config "lock-after ${LOCK_AFTER}s" "locker sleep 600"
+    restart_agent
+    suspend_cycle nograb
+    t_now=$(jtime 'suspend now'); t_entry=$(jtime 'PM: suspend entry')
+    ok=$(awk -v s="$SUSP_S" 'BEGIN { exit !(s != "never" && s <= 8) }'; echo $?)
+    check "(e) locker that never grabs" "$ok" \
+        "suspended ${SUSP_S} s after systemctl suspend (logind's InhibitDelayMaxSec 5 s)"
+    grep -E 'Delay lock|xidlelock' <<<"$JL" | cut -c1-220 | sed 's/^/      /' | tee -a "$RESULTS" >/dev/null
+    unit stop xidlelock.service
+    R pkill -u alice -x sleep
+    set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
+    activity
+    unit start xidlelock.service
+fi
+
+# ---- (f) a playing video holds the lock off ------------------------------------------------------
+if want f; then
+    activity
+    S mpv --really-quiet --no-audio --loop=inf --vo=x11 /usr/local/share/xdl/test.mkv >/dev/null 2>&1 & mpid=$!; BG+=($mpid)
+    sleep $((2 * LOCK_AFTER))
+    during=$(nlockers); idle=$(A xprintidle); mpv_up=$(R pgrep -c -x mpv)
+    st=$(status_json)
+    kill "$mpid" 2>/dev/null; wait "$mpid" 2>/dev/null
+    t0=$(now)
+    wait_locker $((LOCK_AFTER + 10)); after=$(dt "$t0" "$(now)")
+    n=$(nlockers)
+    check "(f) mpv holds the lock off" $([ "$during" = 0 ] && [ "${mpv_up:-0}" -ge 1 ] && [ "$n" = 1 ]; echo $?) \
+        "$during lockers during $((2 * LOCK_AFTER)) s of mpv playing (X idle then $((idle / 1000)) s; agent state $(jget state <<<"$st")); after mpv quit: the lock ${after} s later"
+    unlock; sleep 1
+fi
+
+# ---- (g) a package upgrade while the screen is locked ---------------------------------------------
+if want g; then
+    activity
+    A xidlelock lock >/dev/null
+    wait_locker 10; sleep 1.5
+    p1=$(lockers | head -1); a1=$(unit show -p MainPID --value xidlelock.service)
+    v=$(dpkg-deb -f "$DEB" Version)
+    tmp=$(mktemp -d)
+    dpkg-deb -R "$DEB" "$tmp/x" && sed -i "s/^Version: .*/Version: $v+desktoptest1/" "$tmp/x/DEBIAN/control" \
+        && dpkg-deb --build --root-owner-group "$tmp/x" "$tmp/new.deb" >/dev/null
+    xdl_ssh root "cat >/tmp/xidlelock-new.deb" <"$tmp/new.deb"; rm -rf "$tmp"
+    R dpkg -i /tmp/xidlelock-new.deb >>"$XDL_RUN/dpkg.log" 2>&1; rc=$?
+    sleep 1
+    a_mid=$(unit show -p MainPID --value xidlelock.service)
+    # no maintainer script restarts a user unit: the user (or the session) does
+    unit daemon-reload; unit restart xidlelock.service; sleep 2
+    a2=$(unit show -p MainPID --value xidlelock.service)
+    p2=$(lockers | tr '\n' ' ' | sed 's/ $//'); n=$(nlockers)
+    st=$(status_json)
+    h=$(hints)
+    check "(g) upgrade while locked" $([ "$rc" = 0 ] && [ "$n" = 1 ] && [ "$p2" = "$p1" ] && [ "$a2" != "$a1" ] && [ "$a2" != 0 ] && [ "$(jget locker.pid <<<"$st")" = "$p1" ]; echo $?) \
+        "dpkg -i $v+desktoptest1: exit $rc; the agent pid $a1 -> $a_mid after dpkg -> $a2 after systemctl --user restart ($(unit is-active xidlelock.service)); lockers before $p1, after $p2 ($n); the new agent's locker pid $(jget locker.pid <<<"$st"), covers $(jget locker.covers_screen <<<"$st"); logind $h"
+    unlock; sleep 1.5
+    note "after unlocking: agent state $(jget state <<<"$(status_json)"), logind $(hints)"
+fi
+
+agent_log 0 >"$XDL_RUN/agent.log" 2>&1
+say "== $NPASS passed, $NFAIL failed; wall time $((SECONDS - T_START)) s (image $IMAGE_S s, boot $BOOT_S s); logs in $XDL_RUN"
+[ "$NFAIL" = 0 ]
