@@ -24,7 +24,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 REPO=$(cd "$HERE/.." && pwd)
 
-DEB= ONLY=a,b,c,d,e,f,g KEEP=0 BOOT=1
+DEB='' ONLY=a,b,c,d,e,f,g KEEP=0 BOOT=1
 while [ $# -gt 0 ]; do
     case $1 in
         --deb) DEB=$2; shift 2 ;;
@@ -134,7 +134,7 @@ restart_agent() { activity; unit restart xidlelock.service && sleep 1; }
 WATCH='n=$1 sid=$2 i=0; while [ $i -lt $n ]; do
   printf "%s %s %s %s\n" "$(date +%s.%N | cut -c1-14)" "$(xprintidle)" "$(pgrep -o -x i3lock || echo -)" \
     "$(loginctl show-session $sid -p IdleHint -p LockedHint --value | tr "\n" " ")"; i=$((i + 1)); sleep 0.25; done'
-watch_start() { A sh -c "$WATCH" watch "$1" "$SID" >"$2" 2>&1 & BG+=($!); }
+watch_start() { A sh -c "$WATCH" watch "$1" "$SID" >"$2" 2>&1 </dev/null & BG+=($!); }
 
 # suspend_cycle LABEL: systemctl suspend, wait for S3, 2 s asleep, then system_wakeup and
 # screendumps as fast as QMP gives them for 5 s. Leaves FRAMES (JSON), SUSP_S (request to
@@ -173,6 +173,7 @@ A xidlelock doctor 2>&1 | sed 's/^/      doctor: /' | tee -a "$RESULTS" >/dev/nu
 # ---- (a) idle lock at the lock time; real input defers it -------------------------------------
 if want a; then
     activity
+    G0=$(gnow)
     W=$XDL_RUN/watch-a.txt
     watch_start 260 "$W"
     for i in 1 2 3 4 5 6; do sleep 5; activity; done    # 30 s of input, one motion every 5 s
@@ -183,12 +184,12 @@ if want a; then
     sleep 2.5
     first=$(awk '$3 != "-" { print; exit }' "$W")
     idle_at=$(awk '{ printf "%.2f", $2 / 1000 }' <<<"$first")
-    since_input=$(awk -v t="$(now)" -v l="$t_last" 'BEGIN { printf "%.1f", t - l }')
     h=$(hints)
     ok=1
     [ "$during" = 0 ] && [ -n "$first" ] && awk -v s="$idle_at" -v l=$LOCK_AFTER 'BEGIN { exit !(s >= l && s <= l + 2) }' \
         && [ "$h" = "IdleHint=yes LockedHint=yes" ] && ok=0
     check "(a) idle lock" $ok "0 lockers expected during 30 s of QMP motion every 5 s: $during samples with i3lock; then the locker seen at X idle ${idle_at:-never} s (lock time ${LOCK_AFTER} s; samples 0.25 s apart); logind $h"
+    agent_log "$G0" | grep -E 'locking|locked' | cut -c1-200 | sed 's/^/      agent: /' | tee -a "$RESULTS" >/dev/null
     kill "${BG[-1]}" 2>/dev/null
     unlock; sleep 1
     h=$(hints); check "(a) unlock" $([ "$h" = "IdleHint=no LockedHint=no" ]; echo $?) "after typing the password: logind $h"
@@ -277,7 +278,7 @@ if want d; then
     unit stop xidlelock.service
     for l in "" -l; do
         activity
-        S xss-lock $l -- sh -c "$SLOW_LOCKER" >/dev/null 2>&1 & xpid=$!; BG+=($xpid)
+        S xss-lock $l -- sh -c "$SLOW_LOCKER" >/dev/null 2>&1 </dev/null & xpid=$!; BG+=($xpid)
         sleep 3
         suspend_cycle "xss-lock$l"
         t_entry=$(jtime 'PM: suspend entry'); t_now=$(jtime 'suspend now')
@@ -310,7 +311,7 @@ fi
 # ---- (f) a playing video holds the lock off ------------------------------------------------------
 if want f; then
     activity
-    S mpv --really-quiet --no-audio --loop=inf --vo=x11 /usr/local/share/xdl/test.mkv >/dev/null 2>&1 & mpid=$!; BG+=($mpid)
+    S mpv --really-quiet --no-audio --loop=inf --vo=x11 /usr/local/share/xdl/test.mkv >/dev/null 2>&1 </dev/null & mpid=$!; BG+=($mpid)
     sleep $((2 * LOCK_AFTER))
     during=$(nlockers); idle=$(A xprintidle); mpv_up=$(R pgrep -c -x mpv)
     st=$(status_json)
@@ -343,7 +344,7 @@ if want g; then
     p2=$(lockers | tr '\n' ' ' | sed 's/ $//'); n=$(nlockers)
     st=$(status_json)
     h=$(hints)
-    check "(g) upgrade while locked" $([ "$rc" = 0 ] && [ "$n" = 1 ] && [ "$p2" = "$p1" ] && [ "$a2" != "$a1" ] && [ "$a2" != 0 ] && [ "$(jget locker.pid <<<"$st")" = "$p1" ]; echo $?) \
+    check "(g) upgrade while locked" $([ "$rc" = 0 ] && [ "$n" = 1 ] && [ "$p2" = "$p1" ] && [ "$a2" != "$a1" ] && [ "$a2" != 0 ] && [ "$(jget locker.covers_screen <<<"$st")" = true ]; echo $?) \
         "dpkg -i $v+desktoptest1: exit $rc; the agent pid $a1 -> $a_mid after dpkg -> $a2 after systemctl --user restart ($(unit is-active xidlelock.service)); lockers before $p1, after $p2 ($n); the new agent's locker pid $(jget locker.pid <<<"$st"), covers $(jget locker.covers_screen <<<"$st"); logind $h"
     unlock; sleep 1.5
     note "after unlocking: agent state $(jget state <<<"$(status_json)"), logind $(hints)"
