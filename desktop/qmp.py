@@ -21,6 +21,7 @@ Adapted from the team's lab VM (../shared/lab/vm/qmp.py).
 import argparse
 import json
 import os
+import shutil
 import socket
 import sys
 import time
@@ -132,7 +133,7 @@ def frames(q, seconds, wake, save):
         if c not in firsts:
             firsts[c] = t
             if save:
-                os.replace(path, os.path.join(save, f"first-{c}.ppm"))
+                shutil.copyfile(path, os.path.join(save, f"first-{c}.ppm"))
     os.path.exists(path) and os.unlink(path)
     runs = []
     for t, c in seq:
