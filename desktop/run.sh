@@ -258,7 +258,7 @@ if want c; then
     sleep 0.5
     h=$(hints); n=$(nlockers); covers2=$(jget locker.covers_screen <<<"$(status_json)")
     check "(c) VT switch" $([ "$n" = 1 ] && [ "$(fr desktop)" = 0 ] && [ "$covers2" = true ]; echo $?) \
-        "on VT2 for ${on2} s: the locker started ${up} s after chvt 2 (covers the screen: $covers); after chvt 7: $(fr frames) frames in 5 s, $(fr desktop) showing the desktop, $(fr locker) the locker (first at $(fr first_locker_s) s; the switch at ~0.5 s); covers $covers2; logind $h"
+        "on VT2 for ${on2} s: the locker started ${up} s after chvt 2 (covers the screen: $covers); after chvt 7: $(fr frames) frames in 5 s, $(fr desktop) showing the desktop (from $(fr first_desktop_s) to $(fr last_desktop_s) s), $(fr locker) the locker (first at $(fr first_locker_s) s; chvt 7 sent at 0.5 s); covers $covers2; logind $h"
     note "frames: $(fr runs)"
     unlock; sleep 1
 fi
