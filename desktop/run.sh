@@ -245,6 +245,7 @@ if want c; then
     t0=$(now)
     R chvt 2
     wait_locker $((LOCK_AFTER + 15)); up=$(dt "$t0" "$(now)")
+    sleep 3   # i3lock grabs 0.5 to 2 s after its start here
     st=$(status_json)
     covers=$(jget locker.covers_screen <<<"$st")
     rest=$(awk -v u="$up" -v l=$LOCK_AFTER 'BEGIN { r = l + 5 - u; print (r > 0 ? r : 0) }')
