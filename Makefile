@@ -159,13 +159,13 @@ deb: release
 packaging-check: deb
 	sh packaging/check.sh
 
-# The agent on a real Debian 12 desktop (desktop/run.sh): a VM with systemd-logind, Xorg,
+# The agent on a real Debian 12 desktop (Tests/Desktop/run.sh): a VM with systemd-logind, Xorg,
 # lightdm and i3, booted once for every scenario, the .deb installed in it. The image is
 # built under /var/tmp/xidlelock-desktop (XDL_DIR) and rebuilt only when its recipe
 # changes. Not part of `make test`: a boot costs a minute of CI's two cores.
 # `make test-desktop ARGS='--only c,d --keep'` passes options.
 test-desktop: deb
-	bash desktop/run.sh $(ARGS)
+	bash Tests/Desktop/run.sh $(ARGS)
 
 # Benchmarks side by side with xautolock, xss-lock and xprintidle; rewrites BENCHMARKS.md.
 # `make bench QUICK=1` takes about a minute, `make bench` about three.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# desktop/boot.sh: boots the image (1 vCPU, 2 GiB, S3 on, two QMP sockets, direct kernel
+# Tests/Desktop/boot.sh: boots the image (1 vCPU, 2 GiB, S3 on, two QMP sockets, direct kernel
 # boot) from a throw-away qcow2 overlay, then waits until alice's i3 session is active in
 # logind and a command inside it reaches X.
 #
@@ -16,8 +16,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TIMEOUT=300
 [ "${1:-}" = --timeout ] && TIMEOUT=$2
 
-if pid=$(xdl_qemu_pid); then xdl_die "the VM is already running (pid $pid): desktop/shutdown.sh"; fi
-[ -f "$XDL_IMG" ] && [ -f "$XDL_KERNEL" ] && [ -f "$XDL_INITRD" ] || xdl_die "no image: run desktop/build-image.sh"
+if pid=$(xdl_qemu_pid); then xdl_die "the VM is already running (pid $pid): Tests/Desktop/shutdown.sh"; fi
+[ -f "$XDL_IMG" ] && [ -f "$XDL_KERNEL" ] && [ -f "$XDL_INITRD" ] || xdl_die "no image: run Tests/Desktop/build-image.sh"
 port=$XDL_SSH_PORT
 if ss -Hltn "sport = :$port" | grep -q .; then xdl_die "127.0.0.1:$port is taken; set XDL_SSH_PORT"; fi
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# desktop/shutdown.sh: stops the VM: wakes it if suspended, asks the guest to power off
+# Tests/Desktop/shutdown.sh: stops the VM: wakes it if suspended, asks the guest to power off
 # (systemctl poweroff, then the ACPI button), and only then stops QEMU (QMP quit, then
 # SIGTERM/SIGKILL to the pid in this VM's pidfile, nothing else). Removes the overlay.
 #

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# desktop/run.sh: `make test-desktop`. Builds the Debian 12 desktop image when its recipe
+# Tests/Desktop/run.sh: `make test-desktop`. Builds the Debian 12 desktop image when its recipe
 # changed, boots it once, installs the .deb that `make deb` built, starts the agent the
 # ways the README says (the systemd user unit; i3's exec), runs the scenarios, prints each
 # one's figure and PASS or FAIL, and shuts the VM down (also on failure or Ctrl-C).
 #
-#   desktop/run.sh [--deb FILE] [--only a,b,...] [--keep] [--no-boot]
+#   Tests/Desktop/run.sh [--deb FILE] [--only a,b,...] [--keep] [--no-boot]
 #
 #   --deb FILE   the package to test (default: the newest dist/xidlelock_*.deb)
 #   --only LIST  scenarios to run (default all, in this order):
@@ -15,14 +15,14 @@
 #                e a locker that never grabs: the sleep still goes ahead
 #                f a playing video (mpv) holds the lock off
 #                g a package upgrade while locked: the locker stays, no second locker
-#   --keep       leave the VM running afterwards (desktop/shutdown.sh stops it)
+#   --keep       leave the VM running afterwards (Tests/Desktop/shutdown.sh stops it)
 #   --no-boot    use the VM that is already running (with --keep, for iterating)
 #
 # Figures and logs: $XDL_DIR/run/ (results.txt, agent.log, frames-*/, serial.log).
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
-REPO=$(cd "$HERE/.." && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
 
 DEB='' ONLY=a,b,c,d,e,f,g KEEP=0 BOOT=1
 while [ $# -gt 0 ]; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# desktop/build-image.sh: builds the Debian 12 desktop that `make test-desktop` boots,
+# Tests/Desktop/build-image.sh: builds the Debian 12 desktop that `make test-desktop` boots,
 # under $XDL_DIR (default /var/tmp/xidlelock-desktop), outside the work tree.
 #
 #   build-image.sh           build, or nothing when the image matches its recipe
@@ -66,7 +66,7 @@ if [ -z "$MODE" ] && [ -f "$XDL_IMG" ] && [ -f "$XDL_KERNEL" ] && [ -f "$XDL_INI
     exit 0
 fi
 if pid=$(xdl_qemu_pid); then
-    xdl_die "the VM is running (pid $pid); run desktop/shutdown.sh first"
+    xdl_die "the VM is running (pid $pid); run Tests/Desktop/shutdown.sh first"
 fi
 
 # ---- mounts (always undone; rm -rf never runs while anything is mounted under $R) ----

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""desktop/qmp.py: talks to the test VM's QEMU over QMP (stdlib only).
+"""Tests/Desktop/qmp.py: talks to the test VM's QEMU over QMP (stdlib only).
 
   qmp.py status                    query-status (running, suspended, ...)
   qmp.py wakeup                    system_wakeup (resume from S3)

@@ -1,4 +1,4 @@
-# desktop/common.sh: settings shared by the `make test-desktop` scripts (sourced, not run).
+# Tests/Desktop/common.sh: settings shared by the `make test-desktop` scripts (sourced, not run).
 # shellcheck shell=bash disable=SC2034
 # Everything large or stateful lives outside the work tree, under $XDL_DIR.
 
