@@ -149,9 +149,7 @@ extension IdleMachine {
             case .none: return "--logind-inhibitors none"
             }
         }
-        if let max = config.maxInhibit, holds.budgetSpent {
-            return "the policy's max-inhibit (\(max)) is used up until the user is back"
-        }
+        if let spent = budgetRefusal { return spent }
         if inhibitors.count(where: { $0.owner == owner }) >= HoldLimits.perClient {
             return "\(HoldLimits.perClient) holds already from this client, the most one may have"
         }
@@ -215,9 +213,7 @@ extension IdleMachine {
             if case .refused(let reason) = admit(claim, of: owner, now, &out) { refused[claim.key] = (claim, reason) }
         }
         holds.refused[owner] = refused.isEmpty ? nil : refused
-        while let k = inhibitors.firstIndex(where: { $0.owner == owner && !keys.contains($0.key) }) {
-            endInhibitor(at: k, now, &out)
-        }
+        endInhibitors(where: { $0.owner == owner && !keys.contains($0.key) }, now, &out)
     }
 
     /// The owner ends one of its holds; another owner's is not its to end.
@@ -229,9 +225,11 @@ extension IdleMachine {
         return .done
     }
 
-    mutating func ownerGone(_ owner: HoldOwner, _ now: Instant, _ out: inout [Action]) {
-        while let k = inhibitors.firstIndex(where: { $0.owner == owner }) { endInhibitor(at: k, now, &out) }
-        holds.forget { $0 == owner }
+    /// Owners are gone (a connection closed; a bus or server lost, for all its
+    /// clients): their holds end, and what the gate remembered of them.
+    mutating func ownersGone(_ gone: (HoldOwner) -> Bool, _ now: Instant, _ out: inout [Action]) {
+        endInhibitors(where: { gone($0.owner) }, now, &out)
+        holds.forget(gone)
     }
 
     // MARK: The first decision
@@ -292,13 +290,19 @@ extension IdleMachine {
         return since + max
     }
 
+    /// Why no hold (nor a disable) may begin: the budget ran out until the user is back.
+    var budgetRefusal: String? {
+        guard let max = config.maxInhibit, holds.budgetSpent else { return nil }
+        return "the policy's max-inhibit (\(max)) is used up until the user is back"
+    }
+
     /// The budget ran out: every hold ends, and none begins until the user is back.
     mutating func endHoldsIfBudgetSpent(_ now: Instant, _ out: inout [Action]) {
         guard let end = holdBudgetEnds, now.boottime >= end else { return }
         holds.budgetSpent = true
         guard !inhibitors.isEmpty || isDisabled else { return }
         out.append(.log(.warning, "the policy's max-inhibit (\(config.maxInhibit!)) is used up: every hold ends, and none holds again until input"))
-        while !inhibitors.isEmpty { endInhibitor(at: 0, now, &out) }
+        endInhibitors(where: { _ in true }, now, &out)
         if isDisabled { enable(by: "the policy's max-inhibit", now, &out) }
     }
 

@@ -182,12 +182,11 @@ public struct IdleMachine: Sendable {
         case .holdReleased(let owner, let id):
             out.append(.answer(holdReleased(owner, id: id, now, &out)))
         case .ownerGone(let owner):
-            ownerGone(owner, now, &out)
+            ownersGone({ $0 == owner }, now, &out)
         case .sourceReady(let source, let settle):
             sourceReported(source, settle: settle, now, &out)
         case .sourceLost(let source):
-            while let k = inhibitors.firstIndex(where: { $0.source == source }) { endInhibitor(at: k, now, &out) }
-            holds.forget { $0.source == source }
+            ownersGone({ $0.source == source }, now, &out)
         case .disable(let span, let by):
             out.append(.answer(disable(for: span, by: by, now, &out)))
         case .enable(let by):
@@ -315,22 +314,13 @@ public struct IdleMachine: Sendable {
 
     mutating func endExpiredHolds(_ now: Instant, _ out: inout [Action]) {
         endHoldsIfBudgetSpent(now, &out)
-        while let k = inhibitors.firstIndex(where: { $0.until.map { now.boottime >= $0 } ?? false }) {
-            endInhibitor(at: k, now, &out)
-        }
+        endInhibitors(where: { $0.until.map { now.boottime >= $0 } ?? false }, now, &out)
         if let until = disabledUntil ?? nil, now.boottime >= until { enable(by: "the end of its time", now, &out) }
     }
 
     /// `xidlelock disable`: a hold like any other, through the same rules.
     mutating func disable(for requested: Millis?, by: String, _ now: Instant, _ out: inout [Action]) -> Answer {
-        let refusal: String? = if config.secure {
-            "the agent runs with --secure"
-        } else if config.maxInhibit != nil && holds.budgetSpent {
-            "the policy's max-inhibit is used up until the user is back"
-        } else {
-            nil
-        }
-        if let refusal {
+        if let refusal = config.secure ? "the agent runs with --secure" : budgetRefusal {
             report(.disableRefused, "refused to disable for \(by.isEmpty ? "a client" : by): \(refusal) (said once)", &out)
             return .refused(refusal)
         }
@@ -361,6 +351,11 @@ public struct IdleMachine: Sendable {
         out.append(.log(.debug, "reset requested\(by.isEmpty ? "" : " by \(by)"): counting as activity"))
         activity(at: now, now, &out)
         return .done
+    }
+
+    /// Ends every inhibitor that matches, in the order they began.
+    mutating func endInhibitors(where ends: (Inhibitor) -> Bool, _ now: Instant, _ out: inout [Action]) {
+        while let k = inhibitors.firstIndex(where: ends) { endInhibitor(at: k, now, &out) }
     }
 
     mutating func endInhibitor(at k: Int, _ now: Instant, _ out: inout [Action]) {
