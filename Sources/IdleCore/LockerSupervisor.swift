@@ -94,12 +94,14 @@ private func signalName(_ signal: Int32) -> String {
 
 /// Whether the running locker covers the screen, as the grab probe tells.
 public enum LockerCover: Equatable, Sendable {
-    /// Not seen yet: the probe goes on until `LockerSupervisor.grabDeadline`.
+    /// Not seen yet: the probe goes on until `LockerSupervisor.grabDeadline` (and
+    /// past it while a sleep waits for the cover).
     case unknown
     /// Another client (the locker) held the keyboard grab from this time on.
     case covered(since: Instant)
     /// It ran for the whole grab deadline without a grab being seen: it runs, but
-    /// the screen may be visible. It is not replaced (never a second locker).
+    /// the screen may be visible. It is not replaced (never a second locker). A grab
+    /// seen later (probed while a sleep waits) makes it `covered`.
     case notCovering
     /// Another client holds the keyboard: it held it before the locker started, or
     /// the keyboard stayed grabbed through the grab deadline while no window of the
@@ -198,21 +200,27 @@ public struct LockerSupervisor: Equatable, Sendable {
     public var nextProbe: BoottimeInstant? { nextProbe(hurry: false) }
 
     /// With `hurry` (the system waits to sleep until the screen is covered) the probe
-    /// runs every 10 ms: the sleep then follows the grab within 10 ms. The schedule
-    /// counts waking time: after a suspend the next probe is due at once, and the
-    /// deadline is still 3 s of the locker running.
+    /// runs every 10 ms, past the grab deadline too, for as long as the sleep waits: the
+    /// sleep then follows the grab within 10 ms, also that of a locker slower than the
+    /// deadline (a loaded machine, a wrapper script). The schedule counts waking time:
+    /// after a suspend the next probe is due at once, and the deadline is still 3 s of
+    /// the locker running.
     public func nextProbe(hurry: Bool) -> BoottimeInstant? {
         guard case .running(let started, _, let cover, _) = state else { return nil }
+        let ran = lastProbe.map { $0.monotonic - started.monotonic } ?? .zero
         switch cover {
+        case .covered: return nil
         case .unknown: break
         case .keyboardHeldByOther:
-            // Looked at until the deadline only: once the other client lets go, a grab can be the locker's.
-            if let last = lastProbe, last.monotonic - started.monotonic >= grabDeadline { return nil }
-        case .covered, .notCovering: return nil
+            // Until the deadline the other client may let go: a grab then can be the
+            // locker's. Past it, looked at only while a sleep waits.
+            if ran >= grabDeadline && !hurry { return nil }
+        case .notCovering:
+            if !hurry { return nil }
         }
         guard let last = lastProbe else { return started.boottime + Swift.min(.ms(10), grabDeadline) }
-        let ran = last.monotonic - started.monotonic
-        let gap = hurry ? .ms(10) : Swift.min(Swift.max(ran, .ms(10)), .ms(500))
+        if hurry { return last.boottime + .ms(10) }
+        let gap = Swift.min(Swift.max(ran, .ms(10)), .ms(500))
         return last.boottime + Swift.max(Swift.min(gap, grabDeadline - ran), .zero)
     }
 
@@ -267,7 +275,7 @@ public struct LockerSupervisor: Equatable, Sendable {
             state = .running(since: since, attempt: attempt, cover: .keyboardHeldByOther, adopted: adopted)
             return .keyboardHeldByOther(beforeStart: true)
         case (.keyboard(let reading), .running(let since, let attempt, let cover, let adopted))
-            where cover == .unknown || cover == .keyboardHeldByOther:
+            where cover == .unknown || cover == .keyboardHeldByOther || cover == .notCovering:
             return judge(reading, since: since, attempt: attempt, cover: cover, adopted: adopted, at: clocks)
         case (.keyboard(let reading), .retrying(_, let attempt)):
             guard reading.grabbed == true, lastReturnedAtOnce else { return .retryNow }
@@ -341,6 +349,7 @@ public struct LockerSupervisor: Equatable, Sendable {
                 settle(.unknown)
                 return .none
             }
+            guard cover != .notCovering else { return .none }
             settle(.notCovering)
             return .notCovering
         case nil:

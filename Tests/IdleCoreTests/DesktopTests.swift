@@ -36,6 +36,28 @@ struct DesktopTests {
         #expect(s.actions.contains(.announce(.sleeping(covered: false))))
     }
 
+    // Seen on the real desktop (make test-desktop, TCG): a locker slowed by 1.5 s
+    // grabbed after the 3 s probe had given up, and the sleep went at the delay's end
+    // with "did not cover", though the screen was covered a second before.
+    @Test("a locker that grabs after the grab deadline but within the sleep delay: the sleep goes at its grab")
+    func lateGrabWithinSleepDelay() {
+        var s = Story(flags: "--lock-after", "10m")
+        s.lockerGrabsKeyboard = false
+        s.send(.prepareForSleep(delayLimit: .ms(4500)))
+        let given = s.wait(for: .ms(3500))
+        #expect(given.contains(.announce(.lockerNotCovering(runningFor: .seconds(3)))))
+        #expect(!given.releasedSleep)
+        s.lockerGrabsKeyboard = true
+        let grabbed = s.wait(for: .ms(10))
+        #expect(grabbed.releasedSleep)
+        #expect(grabbed.lockedHints == [true])
+        #expect(s.actions.contains(.announce(.sleeping(covered: true))))
+        #expect(!s.actions.logs(.error).contains { $0.contains("did not cover") })
+        #expect(s.machine.stateName == "locked")
+        // Once the sleep went, nothing probes a covered locker.
+        #expect(s.machine.supervisor.nextProbe(hurry: false) == nil)
+    }
+
     @Test("already locked: the sleep goes at once; --no-lock-before-sleep never waits")
     func alreadyLockedOrOff() {
         var locked = Story(flags: "--lock-after", "1m")
