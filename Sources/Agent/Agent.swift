@@ -28,6 +28,8 @@ public final class Agent {
     var monitors: Monitors?
     /// `--not-when-fullscreen`.
     var fullscreenWatch: FullscreenWatch?
+    /// `--screen-off-after-lock`: the monitor's power (DPMS).
+    var screenPower: ScreenPower?
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         Log.threshold = options.verbosity.threshold
@@ -98,6 +100,13 @@ public final class Agent {
         }
         if let corners = agent.machine.config.corners { agent.setUpCorners(corners, size: options.cornerSize) }
         if awaiting.contains(.fullscreen) { agent.followFullscreen() }
+        if config.screenOffAfterLock != nil || config.screenOffAfterLockOnBattery != nil {
+            let power = ScreenPower(display: x.display)
+            if let unavailable = power.unavailable {
+                Log.write(.warning, "--screen-off-after-lock: \(unavailable): the monitor stays on while locked (the locker still covers it)")
+            }
+            agent.screenPower = power
+        }
         agent.transferSleepLock = options.transferSleepLock
             || ShellCommand.firstWord(of: locker).map { $0.hasSuffix("xsecurelock") } == true
         desktop.start(awaiting: awaiting)
@@ -270,6 +279,7 @@ public final class Agent {
     func stop() -> Never {
         perform(.stop)
         if let timeout = saverTimeoutToRestore { x.setSaverTimeout(timeout) }
+        screenPower?.restore()
         if let pid = children.lockerPid {
             Log.write(.info, "the locker (pid \(pid)) keeps running")
         }
@@ -309,6 +319,10 @@ public final class Agent {
                     queue.append(.pointerRests(pointerRest()))
                 case .releaseSleepDelay, .setLockedHint, .setIdleHint:
                     desktop?.carryOut(action)
+                case .turnScreenOff:
+                    if let unavailable = screenPower?.turnOff() { Log.write(.debug, "the monitor stays on: \(unavailable)") }
+                case .restoreScreenSettings:
+                    screenPower?.restore()
                 case .answer(let given):
                     answer = answer ?? given
                 }

@@ -7,6 +7,7 @@
 #include <X11/extensions/XInput2.h>
 #include <X11/extensions/XRes.h>
 #include <X11/extensions/Xrandr.h>
+#include <X11/extensions/dpms.h>
 #include <X11/extensions/scrnsaver.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -61,7 +62,13 @@
     F(XRes, Status, XResQueryClients, (Display *d, int *count, XResClient **clients), (d, count, clients)) \
     F(XRes, Status, XResQueryClientIds, (Display *d, long specCount, XResClientIdSpec *specs, long *idCount, \
       XResClientIdValue **ids), (d, specCount, specs, idCount, ids)) \
-    F(XRes, pid_t, XResGetClientPid, (XResClientIdValue *value), (value))
+    F(XRes, pid_t, XResGetClientPid, (XResClientIdValue *value), (value)) \
+    F(Xext, Bool, DPMSQueryExtension, (Display *d, int *event, int *error), (d, event, error)) \
+    F(Xext, Bool, DPMSCapable, (Display *d), (d)) \
+    F(Xext, Status, DPMSInfo, (Display *d, CARD16 *level, BOOL *enabled), (d, level, enabled)) \
+    F(Xext, Status, DPMSEnable, (Display *d), (d)) \
+    F(Xext, Status, DPMSDisable, (Display *d), (d)) \
+    F(Xext, Status, DPMSForceLevel, (Display *d, CARD16 level), (d, level))
 
 /* The functions of the list that return nothing. */
 #define XIL_XLIB_PROCEDURES(F) \
@@ -143,4 +150,9 @@ int xil_xrandr_load(char *error, size_t size) {
 int xil_xres_load(char *error, size_t size) {
     static int loaded;
     return load_part("libXRes.so.1", "XRes", &loaded, error, size);
+}
+
+int xil_xext_load(char *error, size_t size) {
+    static int loaded;
+    return load_part("libXext.so.6", "Xext", &loaded, error, size);
 }

@@ -16,6 +16,10 @@ public enum Verbosity: Int, Equatable, Sendable {
 /// The agent's flags, as given.
 public struct AgentOptions: Equatable, Sendable {
     public var lockAfter = Millis.minutes(10)
+    /// The lock time on battery, where it differs (UPower's OnBattery).
+    public var lockAfterOnBattery: Millis?
+    public var screenOffAfterLock: Millis?
+    public var screenOffAfterLockOnBattery: Millis?
     public var locker: String?
     public var notifyBefore: Millis?
     public var notifier: String?
@@ -65,6 +69,15 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--lock-after", "DURATION", "Idle time before the locker runs (default: 10m).") { o, v throws(UsageError) in
             o.lockAfter = try duration(v, for: "--lock-after")
         },
+        OptionSpec("--lock-after-on-battery", "DURATION", "Idle time before the locker runs while on battery (UPower; default: --lock-after).") { o, v throws(UsageError) in
+            o.lockAfterOnBattery = try duration(v, for: "--lock-after-on-battery")
+        },
+        OptionSpec("--screen-off-after-lock", "DURATION", "Turn the monitor off (DPMS) once the screen has been locked this long without input, whatever holds the stages; input turns it on, and it goes off again after DURATION.") { o, v throws(UsageError) in
+            o.screenOffAfterLock = try duration(v, for: "--screen-off-after-lock")
+        },
+        OptionSpec("--screen-off-after-lock-on-battery", "DURATION", "--screen-off-after-lock while on battery.") { o, v throws(UsageError) in
+            o.screenOffAfterLockOnBattery = try duration(v, for: "--screen-off-after-lock-on-battery")
+        },
         OptionSpec("--locker", "CMD", "Shell command that locks the screen and keeps running until unlocked (default: the first installed of xsecurelock, i3lock -n, slock).") { o, v throws(UsageError) in
             o.locker = try command(v, for: "--locker")
         },
@@ -86,7 +99,7 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--suspend-resets-idle", nil, "A suspend restarts the idle time instead of counting as idle time (xautolock's -detectsleep).") { o, _ in
             o.suspendResetsIdle = true
         },
-        OptionSpec("--stage", "[NAME=]DURATION:CMD", "Also run CMD at this idle time, once per idle period (repeatable; e.g. dim=4m:'brightnessctl -s set 10%').") { o, v throws(UsageError) in
+        OptionSpec("--stage", "[NAME=]DURATION[ on-battery=DURATION][ ignore=SOURCES]:CMD", "Also run CMD at this idle time, once per idle period (repeatable; e.g. dim=4m:'brightnessctl -s set 10%'). on-battery= is its time on battery; ignore= lists the holds it fires through (dbus, logind, x, socket, fullscreen, audio, corner, or all), e.g. 'dim=4m ignore=audio,dbus:CMD'.") { o, v throws(UsageError) in
             o.stages.append(try parseStage(v, number: o.stages.count + 1))
             if o.stages.dropLast().contains(where: { $0.name == o.stages.last?.name }) {
                 throw UsageError("--stage: the name '\(o.stages.last!.name)' is used twice")
@@ -178,16 +191,23 @@ public struct AgentOptions: Equatable, Sendable {
             if before >= lockAfter {
                 throw UsageError("--notify-before (\(before)) must be shorter than --lock-after (\(lockAfter))")
             }
+            if let battery = lockAfterOnBattery, before >= battery {
+                throw UsageError("--notify-before (\(before)) must be shorter than --lock-after-on-battery (\(battery))")
+            }
         case (nil, nil): break
         }
     }
 
-    /// `[NAME=]DURATION:CMD`; without a name the stage is called `stageN`.
+    /// `[NAME=]DURATION[ on-battery=DURATION][ ignore=SOURCES]:CMD`; without a name the
+    /// stage is called `stageN`. The settings before the first colon are words of
+    /// KEY=VALUE (hypridle's listener has `ignore_inhibit`, all or nothing; here by
+    /// source), so the command after it may hold any colon.
     static func parseStage(_ text: String, number: Int) throws(UsageError) -> Stage {
         guard let colon = text.firstIndex(of: ":") else {
             throw UsageError("--stage: '\(text)' is not [NAME=]DURATION:CMD (e.g. dim=4m:'brightnessctl set 10%')")
         }
-        let head = text[..<colon]
+        let words = text[..<colon].split(whereSeparator: { $0 == " " || $0 == "\t" })
+        guard let head = words.first else { throw UsageError("--stage: no idle time before ':' in '\(text)'") }
         let command = String(text[text.index(after: colon)...])
         var name = "stage\(number)"
         var time = String(head)
@@ -202,7 +222,33 @@ public struct AgentOptions: Equatable, Sendable {
             }
         }
         guard !command.trimmingSpaces.isEmpty else { throw UsageError("--stage: the command after ':' is empty in '\(text)'") }
-        return Stage(name: name, role: .custom, idleTime: try duration(time, for: "--stage"), command: command)
+        var stage = Stage(name: name, role: .custom, idleTime: try duration(time, for: "--stage"), command: command)
+        for word in words.dropFirst() {
+            let (key, value) = word.firstIndex(of: "=").map { (word[..<$0], String(word[word.index(after: $0)...])) } ?? (word, "")
+            switch key {
+            case "on-battery":
+                stage.idleTimeOnBattery = try duration(value, for: "--stage \(name): on-battery")
+            case "ignore":
+                stage.ignoresHolds = try ignoredHolds(value, stage: name)
+            default:
+                throw UsageError("--stage \(name): '\(word)' is not on-battery=DURATION or ignore=SOURCES (the command follows the first ':')")
+            }
+        }
+        return stage
+    }
+
+    /// `ignore=`'s list: sources by name, or all.
+    static func ignoredHolds(_ text: String, stage: String) throws(UsageError) -> Set<InhibitorSource> {
+        if text == "all" { return Set(InhibitorSource.allCases) }
+        var sources: Set<InhibitorSource> = []
+        for name in text.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let source = InhibitorSource(rawValue: String(name)) else {
+                let known = InhibitorSource.allCases.map(\.rawValue).joined(separator: ", ")
+                throw UsageError("--stage \(stage): ignore='\(text)': '\(name)' is not one of \(known), or all")
+            }
+            sources.insert(source)
+        }
+        return sources
     }
 
     static func socketPath(_ path: String) throws(UsageError) -> String {
@@ -214,9 +260,11 @@ public struct AgentOptions: Equatable, Sendable {
 
     /// The state machine's configuration, with the locker command chosen by the edge.
     public func config(locker command: String) -> AgentConfig {
-        var stages = [Stage(name: "lock", role: .lock, idleTime: lockAfter, command: command)] + self.stages
+        var stages = [Stage(name: "lock", role: .lock, idleTime: lockAfter, command: command,
+                            idleTimeOnBattery: lockAfterOnBattery)] + self.stages
         if let notifyBefore, let notifier {
-            stages.append(Stage(name: "notify", role: .notify, idleTime: lockAfter - notifyBefore, command: notifier))
+            stages.append(Stage(name: "notify", role: .notify, idleTime: lockAfter - notifyBefore, command: notifier,
+                                idleTimeOnBattery: lockAfterOnBattery.map { $0 - notifyBefore }))
         }
         var config = AgentConfig(
             stages: stages,
@@ -228,6 +276,8 @@ public struct AgentOptions: Equatable, Sendable {
         )
         config.lockBeforeSleep = lockBeforeSleep && logind
         config.lockOnSwitch = lockOnSwitch
+        config.screenOffAfterLock = screenOffAfterLock
+        config.screenOffAfterLockOnBattery = screenOffAfterLockOnBattery
         config.beforeSleep = beforeSleep
         config.afterResume = afterResume
         if let corners = secure ? corners?.withoutHolds : corners, !corners.doesNothing {
@@ -249,6 +299,11 @@ public struct AgentOptions: Equatable, Sendable {
         func from(_ flag: String, chosen: String = "default") -> String { origins[AgentOptions.group(flag)]?.description ?? chosen }
         var report = [
             ReportedSetting(name: "lock-after", value: lockAfter.description, from: from("--lock-after")),
+        ]
+        if let lockAfterOnBattery {
+            report.append(ReportedSetting(name: "lock-after-on-battery", value: lockAfterOnBattery.description, from: from("--lock-after-on-battery")))
+        }
+        report += [
             ReportedSetting(name: "locker", value: command, from: from("--locker", chosen: "default (the first installed)")),
             ReportedSetting(name: "secure", value: secure ? "yes" : "no", from: from("--secure")),
         ]
@@ -258,10 +313,13 @@ public struct AgentOptions: Equatable, Sendable {
         if lockOnSwitch { report.append(ReportedSetting(name: "lock-on-switch", value: "yes", from: from("--lock-on-switch"))) }
         if let notifyBefore { report.append(ReportedSetting(name: "notify-before", value: notifyBefore.description, from: from("--notify-before"))) }
         if !stages.isEmpty {
-            report.append(ReportedSetting(name: "stage", value: stages.map { "\($0.name)=\($0.idleTime)" }.joined(separator: ", "), from: from("--stage")))
+            report.append(ReportedSetting(name: "stage", value: stages.map(\.summary).joined(separator: ", "), from: from("--stage")))
         }
         for (flag, on) in [("--not-when-fullscreen", notWhenFullscreen), ("--not-when-audio", notWhenAudio)] where on {
             report.append(ReportedSetting(name: String(flag.dropFirst(2)), value: "yes", from: from(flag)))
+        }
+        for (name, value) in [("screen-off-after-lock", screenOffAfterLock), ("screen-off-after-lock-on-battery", screenOffAfterLockOnBattery)] {
+            if let value { report.append(ReportedSetting(name: name, value: value.description, from: from("--" + name))) }
         }
         if let corners { report.append(ReportedSetting(name: "corners", value: corners.description, from: from("--corners"))) }
         if logindInhibitors != "own" {

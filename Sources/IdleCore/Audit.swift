@@ -32,6 +32,7 @@ public struct AuditRecord: Equatable, Sendable {
         "policy": "e11c3bce5eb94f94a494ca1395072aab",
         "config": "27615f6eb56943b58c3fb23372ab3cca",
         "runtime-files": "44b4938a83194549ad3441bbe334d254",
+        "power-source": "e49d99ec587041a0b6a407756cf53fa2",
     ]
 
     /// The entry an announcement makes, if it is one the trail keeps.
@@ -77,7 +78,11 @@ public struct AuditRecord: Equatable, Sendable {
         case .suspendGap(let length):
             return AuditRecord(event: "suspend-gap", priority: 6, message: "the machine slept \(length)",
                                fields: [("XIDLELOCK_GAP_MS", ms(length))])
-        case .stageFired, .locking, .activityResumed, .sleeping, .resumed:
+        case .powerSource(let onBattery):
+            // The lock time in force changes with it: an auditor sees which applied when.
+            return AuditRecord(event: "power-source", priority: 6, message: "on \(onBattery ? "battery" : "AC power"): the times for it are in force",
+                               fields: [("XIDLELOCK_ON_BATTERY", onBattery ? "1" : "0")])
+        case .stageFired, .locking, .activityResumed, .sleeping, .resumed, .screenOff:
             return nil
         }
     }

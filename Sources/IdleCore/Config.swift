@@ -11,17 +11,41 @@ public struct Stage: Equatable, Sendable {
 
     public var name: String
     public var role: Role
+    /// The idle time on AC power (and where no power source is known).
     public var idleTime: Millis
+    /// The idle time on battery (`on-battery=`), where it differs.
+    public var idleTimeOnBattery: Millis?
     public var command: String
     /// Run when activity returns after this stage fired.
     public var resumeCommand: String?
+    /// Holds of these sources do not hold this stage off (`ignore=`): a dim while a
+    /// film plays. The policy still decides which sources may hold at all.
+    public var ignoresHolds: Set<InhibitorSource> = []
 
-    public init(name: String, role: Role, idleTime: Millis, command: String, resumeCommand: String? = nil) {
+    public init(name: String, role: Role, idleTime: Millis, command: String, resumeCommand: String? = nil,
+                idleTimeOnBattery: Millis? = nil, ignoresHolds: Set<InhibitorSource> = []) {
         self.name = name
         self.role = role
         self.idleTime = idleTime
         self.command = command
         self.resumeCommand = resumeCommand
+        self.idleTimeOnBattery = idleTimeOnBattery
+        self.ignoresHolds = ignoresHolds
+    }
+
+    /// The idle time in force on this power source.
+    public func idleTime(onBattery: Bool) -> Millis { onBattery ? idleTimeOnBattery ?? idleTime : idleTime }
+
+    /// As the settings report and the start's log line say it: `dim=4m (2m on battery; ignores audio)`.
+    public var summary: String {
+        var notes: [String] = []
+        if let battery = idleTimeOnBattery { notes.append("\(battery) on battery") }
+        if ignoresHolds == Set(InhibitorSource.allCases) {
+            notes.append("ignores every hold")
+        } else if !ignoresHolds.isEmpty {
+            notes.append("ignores " + InhibitorSource.allCases.filter(ignoresHolds.contains).map(\.rawValue).joined(separator: ", "))
+        }
+        return "\(name)=\(idleTime)" + (notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")")
     }
 }
 
@@ -60,6 +84,10 @@ public struct AgentConfig: Equatable, Sendable {
     public var lockBeforeSleep: Bool = true
     /// Lock the moment another session comes to the front (`--lock-on-switch`).
     public var lockOnSwitch = false
+    /// Turn the monitor off (DPMS) once the screen has been locked this long without
+    /// input, whatever holds the stages (`--screen-off-after-lock`), on AC and on battery.
+    public var screenOffAfterLock: Millis?
+    public var screenOffAfterLockOnBattery: Millis?
     public var beforeSleep: String?
     public var afterResume: String?
     /// `--corners`; nil when no corner does anything.

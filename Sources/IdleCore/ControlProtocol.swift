@@ -129,6 +129,10 @@ extension Announcement {
             members += [("event", .string("sleeping")), ("covered", .bool(covered))]
         case .resumed:
             members += [("event", .string("resumed"))]
+        case .screenOff(let lockedFor):
+            members += [("event", .string("screen-off")), ("locked_ms", ms(lockedFor))]
+        case .powerSource(let onBattery):
+            members += [("event", .string("power-source")), ("on_battery", .bool(onBattery))]
         }
         return .object(members)
     }

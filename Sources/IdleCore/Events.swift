@@ -63,6 +63,9 @@ public enum Event: Equatable, Sendable {
     case sessionActive(Bool)
     /// Where the pointer rests: the answer to `.checkPointerCorner`.
     case pointerRests(PointerRest)
+    /// UPower's OnBattery, from UPower's own connection (false with no UPower): the
+    /// stages' times on this source take effect at once.
+    case powerSource(onBattery: Bool)
 }
 
 /// Someone holding the lock off, as the machine admitted it.
@@ -151,6 +154,10 @@ public enum Announcement: Equatable, Sendable {
     /// when the sleep was let go.
     case sleeping(covered: Bool)
     case resumed
+    /// The monitor was turned off, the screen being locked (`--screen-off-after-lock`).
+    case screenOff(lockedFor: Millis)
+    /// The power source changed (the stages' times in force with it).
+    case powerSource(onBattery: Bool)
 }
 
 /// Which of the agent's children a process is.
@@ -233,6 +240,12 @@ public enum Action: Equatable, Sendable {
     case setIdleHint(Bool)
     /// Ask the X server where the pointer is; the answer comes back as `.pointerRests` at once.
     case checkPointerCorner
+    /// The screen has been locked for `--screen-off-after-lock` without input: the
+    /// monitor goes off (DPMS); the X server turns it on at input.
+    case turnScreenOff
+    /// The lock has ended: the X server's own DPMS settings, as they were before the
+    /// agent first turned the monitor off, are put back.
+    case restoreScreenSettings
     /// The answer to a client's request (a hold asked for or released, disable, reset, quit).
     case answer(Answer)
 }

@@ -15,8 +15,21 @@ public struct IdleMachine: Sendable {
     public var lastActivity: BoottimeInstant { lastActivityAt.boottime }
     /// The last raw input event seen.
     public private(set) var lastInput: Instant?
-    /// Index of the next stage to fire in this idle period.
-    public private(set) var nextStage = 0
+    /// Which stages have fired in this idle period, by index of `config.stages`.
+    public internal(set) var fired: [Bool]
+    /// Where a stage's idle time runs from when not from the last activity: a stage
+    /// that had fired is run again from the resume of a sleep without input.
+    var stageFrom: [BoottimeInstant?]
+    /// The power source (UPower's OnBattery): it picks the stages' times.
+    public internal(set) var onBattery = false
+    /// `--screen-off-after-lock`: the monitor goes off this long after the later of
+    /// the lock's cover and the last activity the X server saw (which turns it on).
+    var screenOffFrom: BoottimeInstant?
+    /// The latest activity the X server's counter showed, counted as activity or not.
+    var lastServerActivity = MonotonicInstant(.zero)
+    public internal(set) var screenIsOff = false
+    /// The monitor was turned off during this lock: the server's settings go back at its end.
+    var screenTurnedOff = false
     /// The locker's supervision: its state and the rules for what its end means.
     public internal(set) var supervisor: LockerSupervisor
     public var locker: LockerState { supervisor.state }
@@ -88,6 +101,8 @@ public struct IdleMachine: Sendable {
         self.lastActivityAt = now
         self.listeningSince = now
         self.suspendOffset = now.suspended
+        self.fired = Array(repeating: false, count: config.stages.count)
+        self.stageFrom = Array(repeating: nil, count: config.stages.count)
     }
 
     public func idle(at now: Instant) -> Millis { now.boottime - lastActivity }
@@ -101,15 +116,17 @@ public struct IdleMachine: Sendable {
         var deadline: BoottimeInstant?
         func consider(_ t: BoottimeInstant) { deadline = min(deadline ?? t, t) }
         if let due = nextStageDue { consider(due) }
+        if let off = screenOffDue { consider(off) }
         if let locker = supervisor.deadline(hurry: sleepDelayUntil != nil) { consider(locker) }
         if let sleep = sleepDelayUntil { consider(sleep) }
         for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
         if let until = disabledUntil ?? nil { consider(until) }
-        if isHeld, let end = holdBudgetEnds { consider(end) }
+        if isDisabled || !inhibitors.isEmpty, let end = holdBudgetEnds { consider(end) }
         // The start's wait matters only to a stage due before it ends: an agent that
         // starts with an hour to go does not wake for it.
-        if let waitEnds = startupWaitEnds, !isDisabled, inhibitors.isEmpty, nextStage < config.stages.count {
-            consider(max(lastActivity + config.stages[nextStage].idleTime, waitEnds))
+        if let waitEnds = startupWaitEnds,
+           let due = config.stages.indices.filter({ !fired[$0] && heldBy($0, awaiting: false).isEmpty }).map(dueTime).min() {
+            consider(max(due, waitEnds))
         }
         if !listensForInput, let resume = listeningResumesAt { consider(resume) }
         if let check = cornerCheckDue { consider(check) }
@@ -117,10 +134,29 @@ public struct IdleMachine: Sendable {
         return deadline
     }
 
-    /// When the next stage fires; nil while the stages are held off or all fired.
-    var nextStageDue: BoottimeInstant? {
-        guard !isHeld, nextStage < config.stages.count else { return nil }
-        return lastActivity + config.stages[nextStage].idleTime
+    /// When the next stage fires; nil while the stages left are held off or all fired.
+    var nextStageDue: BoottimeInstant? { nextStageIndex.map(dueTime) }
+
+    /// The stage that fires next: the first due of those not fired and not held.
+    var nextStageIndex: Int? {
+        config.stages.indices.filter { !fired[$0] && heldBy($0).isEmpty }.min { (dueTime($0), $0) < (dueTime($1), $1) }
+    }
+
+    /// When stage `i` is due in this idle period, on the power source in force.
+    func dueTime(_ i: Int) -> BoottimeInstant {
+        (stageFrom[i] ?? lastActivity) + config.stages[i].idleTime(onBattery: onBattery)
+    }
+
+    /// What holds stage `i` off now, in the user's words (empty: nothing): a disable,
+    /// the start's wait for the sources it obeys, the sources of its holds.
+    func heldBy(_ i: Int, awaiting: Bool = true) -> [String] {
+        let ignored = config.stages[i].ignoresHolds
+        var by: [String] = isDisabled ? ["disabled"] : []
+        if awaiting, awaitingSources, !holds.awaiting.isSubset(of: ignored) { by.append("start") }
+        by += InhibitorSource.allCases.filter { source in
+            !ignored.contains(source) && inhibitors.contains { $0.source == source }
+        }.map(\.rawValue)
+        return by
     }
 
     /// A locker process runs (started or adopted), whether or not it covers the screen yet.
@@ -128,11 +164,8 @@ public struct IdleMachine: Sendable {
     /// A locker runs or is being started again after a failure: no stage may start another.
     public var lockerActive: Bool { locker != .unlocked }
     public var isDisabled: Bool { disabledUntil != nil }
-    /// Stages do not fire while disabled or inhibited, nor before the sources have said
-    /// what they hold at start.
-    public var isHeld: Bool { isDisabled || !inhibitors.isEmpty || awaitingSources }
-    /// The next stage to fire and its name, if the stages are not all fired.
-    public var nextStageName: String? { nextStage < config.stages.count ? config.stages[nextStage].name : nil }
+    /// The next stage to fire and its name, if any is due to.
+    public var nextStageName: String? { nextStageIndex.map { config.stages[$0].name } }
     public var hasNotified: Bool { !notifiersShown.isEmpty }
 
     public mutating func handle(_ event: Event, at now: Instant) -> [Action] {
@@ -214,6 +247,8 @@ public struct IdleMachine: Sendable {
             sessionActive(active, now, &out)
         case .pointerRests(let rest):
             pointerRests(rest, now, &out)
+        case .powerSource(let onBattery):
+            powerSource(onBattery: onBattery, now, &out)
         }
         endStartupWaitIfDue(now, &out)
         checkCornerIfDue(now, &out)
@@ -221,6 +256,7 @@ public struct IdleMachine: Sendable {
         sleepDelayCheck(now, &out)
         probeIfDue(now, &out)
         fireDueStages(now, &out)
+        turnScreenOffIfDue(now, &out)
         return out
     }
 
@@ -232,11 +268,21 @@ public struct IdleMachine: Sendable {
         suspendOffset = now.suspended
         guard grown >= IdleMachine.gapThreshold else { return }
         lastSuspendGap = SuspendGap(noticedAt: now.boottime, length: grown)
+        screenWoken(now)
         out.append(.announce(.suspendGap(length: grown)))
         let idleBefore = (now.boottime - grown) - lastActivity
         if config.suspendCountsAsIdle {
             gapsSinceActivity.append((noticedAt: now.monotonic, offsetBefore: offsetBefore))
-            out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; counted as idle time"))
+            // A machine that woke by itself and is left alone dims, locks and sleeps
+            // again: the stages that had fired run again, timed from the resume. Those
+            // that had not count the sleep as idle time (a long sleep locks at once).
+            let rearmed = config.stages.indices.filter { fired[$0] }
+            for i in rearmed {
+                fired[i] = false
+                stageFrom[i] = now.boottime
+            }
+            let again = rearmed.isEmpty ? "" : "; from the resume, again: " + rearmed.map { config.stages[$0].name }.joined(separator: ", ")
+            out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; counted as idle time\(again)"))
         } else {
             out.append(.log(.info, "suspend gap: slept \(grown) after \(idleBefore) idle; the idle time restarts (--suspend-resets-idle)"))
             restartIdlePeriod(now, &out)
@@ -251,7 +297,13 @@ public struct IdleMachine: Sendable {
         gapsSinceActivity = []
         for i in notifiersShown { out.append(.terminate(.stage(i))) }
         notifiersShown = []
-        nextStage = 0
+        rearmStages()
+    }
+
+    /// A new idle period: every stage may fire once more, timed from the last activity.
+    mutating func rearmStages() {
+        fired = Array(repeating: false, count: config.stages.count)
+        stageFrom = Array(repeating: nil, count: config.stages.count)
     }
 
     // MARK: Activity
@@ -261,6 +313,9 @@ public struct IdleMachine: Sendable {
     mutating func crossCheck(serverIdle: Millis, _ now: Instant, _ out: inout [Action]) {
         let tolerance = IdleMachine.crossCheckTolerance
         let serverActivity = now.monotonic - serverIdle
+        // Counted or not, the server turned the monitor on for it.
+        if serverActivity > max(lastServerActivity, lastActivityAt.monotonic) + IdleMachine.counterJitter { screenWoken(now) }
+        lastServerActivity = max(lastServerActivity, serverActivity)
         if serverActivity > lastActivityAt.monotonic + IdleMachine.counterJitter {
             // Input explains it while listening was paused (not heard on purpose), or when
             // it follows heard input closely (a key's release after its press). Either way
@@ -374,8 +429,9 @@ public struct IdleMachine: Sendable {
     /// When a hold ends, the stages are re-armed from the current idle time: those
     /// already due fire now (the user has been away all along), the rest on time.
     func rearmNote(_ now: Instant) -> String {
-        guard !isHeld, let name = nextStageName else { return "" }
-        let due = lastActivity + config.stages[nextStage].idleTime - now.boottime
+        guard let next = nextStageIndex else { return "" }
+        let name = config.stages[next].name
+        let due = dueTime(next) - now.boottime
         return due <= .zero ? "; stage '\(name)' is due now (idle \(idle(at: now)))" : "; stage '\(name)' in \(due)"
     }
 
@@ -387,19 +443,21 @@ public struct IdleMachine: Sendable {
         if byInput || unlocking { userIsBack(now) }
         let idle = t.boottime - lastActivity
         lastActivityAt = t
+        screenWoken(now)
         gapsSinceActivity.removeAll { $0.noticedAt <= t.monotonic }
         tellIdleHint(false, &out)
         if config.corners != nil { pointerMoved(now, &out) }
         // A failing locker is not stopped by input: the screen may be open, and
         // input proves nothing about who is there. Only an unlock ends a lock.
-        guard nextStage > 0 || !resumesDue.isEmpty else { return }
+        let anyFired = fired.contains(true)
+        rearmStages()
+        guard anyFired || !resumesDue.isEmpty else { return }
         if !lockerActive { out.append(.log(.info, "activity after \(idle) idle")) }
         // An unlock is announced as such; input while locked (resume commands) is activity.
         if !unlocking { out.append(.announce(.activityResumed(idleBefore: idle))) }
         for i in notifiersShown { out.append(.terminate(.stage(i))) }
         notifiersShown = []
         runResumeCommands(now, &out)
-        nextStage = 0
     }
 
     mutating func runResumeCommands(_ now: Instant, _ out: inout [Action]) {
@@ -424,12 +482,13 @@ public struct IdleMachine: Sendable {
                 startLocker(now, &out)
             }
         }
-        guard !isHeld else { return }
         let idle = idle(at: now)
         let stages = config.stages
-        while nextStage < stages.count, idle >= stages[nextStage].idleTime {
-            let i = nextStage
-            nextStage += 1
+        // Each stage on its own: one that ignores a hold fires while it holds the others.
+        let due = stages.indices.filter { !fired[$0] && now.boottime >= dueTime($0) && heldBy($0).isEmpty }
+            .sorted { (dueTime($0), $0) < (dueTime($1), $1) }
+        for i in due {
+            fired[i] = true
             let stage = stages[i]
             switch stage.role {
             case .lock:
@@ -439,7 +498,7 @@ public struct IdleMachine: Sendable {
             case .notify:
                 // A warning is pointless once locked, or when the lock is due at the same time
                 // (after a suspend).
-                let lockDue = stages[nextStage...].contains { $0.role == .lock && $0.idleTime <= idle }
+                let lockDue = due.contains { stages[$0].role == .lock && !fired[$0] }
                 guard !lockerActive, !lockDue else {
                     out.append(.log(.debug, "stage '\(stage.name)' skipped: locked or locking"))
                     continue
@@ -508,6 +567,7 @@ public struct IdleMachine: Sendable {
             out.append(.log(.info, "locked: the locker holds the keyboard (\(after) after its start)"))
             out.append(.announce(.locked(idle: idle(at: now), requested: lockRequested)))
             tellLockedHint(true, &out)
+            screenWoken(now)
             letSleepIfReady(now, &out)
         case .notCovering:
             // It cannot be replaced while it runs (never a second locker); say so loudly.
@@ -548,7 +608,8 @@ public struct IdleMachine: Sendable {
         out.append(.announce(.unlocked(lockedFor: lockedFor)))
         tellLockedHint(false, &out)
         activity(at: now, now, &out, unlocking: true)
-        nextStage = 0
+        screenSettingsBack(&out)
+        rearmStages()
         lockRequested = false
         guard let hook = config.onUnlock else { return }
         if let last = lastOnUnlock, now.boottime - last < config.onUnlockInterval {

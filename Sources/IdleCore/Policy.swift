@@ -123,6 +123,16 @@ extension AgentOptions {
                 notifyBefore = moved
             }
         }
+        if let max = policy.maxLockAfter, let battery = lockAfterOnBattery, battery > max {
+            changes.append("lock-after-on-battery \(battery) is above the policy's max-lock-after: locking at \(max) on battery")
+            lockAfterOnBattery = max
+            origins["--lock-after-on-battery"] = .policy(path: path)
+        }
+        if let before = notifyBefore, let battery = lockAfterOnBattery, before >= battery {
+            // Clamped below the warning: no warning on battery rather than none at all.
+            changes.append("notify-before \(before) no longer fits before the lock on battery: warning \(Millis(battery.value / 2)) before it")
+            notifyBefore = Millis(Swift.min(before.value, battery.value / 2))
+        }
         if policy.secure && !secure {
             secure = true
             origins["--secure"] = .policy(path: path)

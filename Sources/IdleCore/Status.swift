@@ -77,9 +77,28 @@ extension IdleMachine {
                     ("errors", .array(policy.errors.map(JSONValue.string))),
                 ])
             } ?? .null),
-            ("stages", .array(config.stages.map { stage in
-                .object([("name", .string(stage.name)), ("role", .string(stage.role.rawValue)), ("idle_ms", ms(stage.idleTime))])
+            // Each stage: its time in force, whether it is held and by what (a disable,
+            // the start's wait, the sources of the holds it obeys), and when it is due.
+            ("stages", .array(config.stages.indices.map { i in
+                let stage = config.stages[i]
+                let held = heldBy(i)
+                return .object([
+                    ("name", .string(stage.name)), ("role", .string(stage.role.rawValue)),
+                    ("idle_ms", ms(stage.idleTime(onBattery: onBattery))),
+                    ("on_ac_ms", ms(stage.idleTime)), ("on_battery_ms", ms(stage.idleTime(onBattery: true))),
+                    ("ignores", .array(InhibitorSource.allCases.filter(stage.ignoresHolds.contains).map { .string($0.rawValue) })),
+                    ("fired", .bool(fired[i])), ("held", .bool(!held.isEmpty)),
+                    ("held_by", .array(held.map(JSONValue.string))),
+                    ("due_in_ms", fired[i] || !held.isEmpty ? .null : ms(Swift.max(dueTime(i) - now.boottime, .zero))),
+                ])
             })),
+            ("power_source", .string(onBattery ? "battery" : "ac")),
+            ("screen_off", screenOffAfter.map { after in
+                .object([
+                    ("after_ms", ms(after)), ("off", .bool(screenIsOff)),
+                    ("due_in_ms", optional(screenOffDue.map { Swift.max($0 - now.boottime, .zero) })),
+                ])
+            } ?? .null),
         ]
     }
 }

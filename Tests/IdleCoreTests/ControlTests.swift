@@ -182,6 +182,20 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         #expect(config.stages.map(\.name) == ["dim", "lock", "stage2"])
     }
 
+    @Test("a stage's time on battery and the holds it fires through come before the first colon")
+    func batteryAndIgnoredHolds() throws {
+        let options = try agent("--stage", "dim=4m on-battery=2m ignore=audio,dbus:brightnessctl set 10% x=y:z",
+                                "--stage", "off=9m ignore=all:xset dpms force off")
+        #expect(options.stages.map(\.name) == ["dim", "off"])
+        #expect(options.stages[0].command == "brightnessctl set 10% x=y:z")
+        #expect(options.stages[0].idleTime(onBattery: false) == .minutes(4))
+        #expect(options.stages[0].idleTime(onBattery: true) == .minutes(2))
+        #expect(options.stages[0].ignoresHolds == [.audio, .dbus])
+        #expect(options.stages[1].ignoresHolds == Set(InhibitorSource.allCases))
+        #expect(options.stages[1].idleTime(onBattery: true) == .minutes(9))
+        #expect(options.stages[0].summary == "dim=4m (2m on battery; ignores dbus, audio)")
+    }
+
     @Test func commandsMayContainColonsAndEquals() throws {
         let options = try agent("--stage", "x=1m:echo a=b:c")
         #expect(options.stages.first?.command == "echo a=b:c")
@@ -193,7 +207,11 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         (["--stage", "4m:"], "empty"),
         (["--stage", "soon:cmd"], "--stage"),
         (["--stage", "0:cmd"], "above zero"),
-        (["--stage", "bad name=1m:cmd"], "name"),
+        (["--stage", "bad/name=1m:cmd"], "name"),
+        (["--stage", "dim=1m ignore=music:x"], "music"),
+        (["--stage", "dim=1m ignore=:x"], "ignore"),
+        (["--stage", "dim=1m loud=yes:x"], "loud"),
+        (["--stage", "dim=1m on-battery=soon:x"], "on-battery"),
         (["--stage", "lock=1m:cmd"], "lock"),
         (["--stage", "a=1m:x", "--stage", "a=2m:y"], "twice"),
         (["--resume", "undim"], "must follow"),

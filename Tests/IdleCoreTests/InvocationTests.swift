@@ -154,7 +154,8 @@ struct AgentFlagTests {
     func helpListsEveryFlag() throws {
         let run = try #require(Invocation.commands.first { $0.name == "run" })
         #expect(run.options.map(\.flag) == [
-            "--lock-after", "--locker", "--notify-before", "--notifier", "--on-unlock",
+            "--lock-after", "--lock-after-on-battery", "--screen-off-after-lock", "--screen-off-after-lock-on-battery",
+            "--locker", "--notify-before", "--notifier", "--on-unlock",
             "--on-unlock-interval", "--ignore-screensaver-reset", "--suspend-resets-idle",
             "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--lock-on-switch", "--before-sleep",
             "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-screensaver-service",

@@ -81,7 +81,7 @@ struct Simulation {
                 checksum &+= message.utf8.count
             case .announce:
                 checksum &+= 1
-            case .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer:
+            case .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer, .turnScreenOff, .restoreScreenSettings:
                 checksum &+= 1
             case .probeKeyboard:
                 // The edge answers at once: a running locker holds the keyboard.

@@ -19,5 +19,8 @@ int xil_xrandr_load(char *error, size_t size);
  * the same way; the grab probe uses it to tell the locker's grab from another
  * client's. */
 int xil_xres_load(char *error, size_t size);
+/* libXext's DPMS (the monitor's power: DPMSInfo, DPMSEnable, DPMSForceLevel), the
+ * same way; only --screen-off-after-lock needs it. */
+int xil_xext_load(char *error, size_t size);
 
 #endif

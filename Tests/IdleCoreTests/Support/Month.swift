@@ -56,8 +56,16 @@ struct UserScript {
         if cursor - dayStart > .hours(12) + random.span(.zero ... .hours(2)) {
             // Evening: most nights the lid closes; some nights the machine stays on, locked.
             let nextMorning = dayStart + .hours(24) + random.span(.zero ... .minutes(45))
-            if random.chance(75) {
+            if random.chance(60) {
                 add(.suspend(nextMorning - cursor - .minutes(2)), after: random.span(.seconds(1) ... .minutes(1)))
+            } else if random.chance(50) {
+                // The machine wakes by itself at night (a timer, the network) and is left
+                // alone: asleep again and again, an hour or so awake between.
+                var left = 6
+                while left > 0, cursor < nextMorning - .hours(2) {
+                    add(.suspend(random.span(.minutes(20) ... .hours(2))), after: random.span(.minutes(40) ... .minutes(90)))
+                    left -= 1
+                }
             }
             cursor = max(cursor, nextMorning - random.span(.zero ... .minutes(20)))
             dayStart = nextMorning
@@ -114,6 +122,8 @@ struct MonthReport: CustomStringConvertible {
     var resumeCommands = 0
     var onUnlockRuns = 0
     var customStageRuns = 0
+    /// Stages run again after a resume without input (the machine woke by itself).
+    var rerunsAfterResume = 0
     /// Events after which the machine will not wake by the time the lock is due
     /// (a lock that will come late).
     var lateLockDeadlines = 0
@@ -132,7 +142,7 @@ struct MonthReport: CustomStringConvertible {
     var description: String {
         "\(machineEvents) events (\(inputsReported) input reports of \(userInputs) inputs, \(screensaverResets) resets), "
             + "\(suspends) suspends (\(gaps) gaps), \(locks) locks, \(unlocks) unlocks, \(lockerRestarts) restarts, "
-            + "\(warnings) warnings, \(customStageRuns) custom stage runs, \(resumeCommands) resume commands, \(onUnlockRuns) on-unlock runs, "
+            + "\(warnings) warnings, \(customStageRuns) custom stage runs (\(rerunsAfterResume) again after a resume), \(resumeCommands) resume commands, \(onUnlockRuns) on-unlock runs, "
             + "\(lateLockDeadlines) late lock deadlines (at worst \(longestLateness) late), \(unwarnedLocks) unwarned locks, "
             + "\(unlockedWithoutDeadline) unlocked without a deadline, "
             + "\(violations) violations"
@@ -175,6 +185,13 @@ struct MonthSimulation {
     private var suspendedAtLastEvent: Millis
     private var firedThisPeriod = -1
     private var resumesOwed: Set<Int> = []
+    /// The stages fired since the last activity or resume: each fires once a round.
+    private var firedThisRound: Set<Int> = []
+    /// A resume came since the last activity: stages that had fired run again, timed
+    /// from it, so their order with the others no longer follows their idle times.
+    private var resumedThisPeriod = false
+    /// The resume after which a fired stage may run again, and when it is due then.
+    private var refireDue: [Int: BoottimeInstant] = [:]
     private var listeningBound: BoottimeInstant?
     private var lastOnUnlock: BoottimeInstant?
 
@@ -329,6 +346,12 @@ struct MonthSimulation {
             report.gaps += 1
             check(machine.lastSuspendGap?.noticedAt == now && machine.lastSuspendGap?.length == slept,
                   "gap of \(slept) recorded as \(String(describing: machine.lastSuspendGap))")
+            if config.suspendCountsAsIdle {
+                // The stages that had fired run again from the resume; the rest count the sleep.
+                for i in firedThisRound { refireDue[i] = now + config.stages[i].idleTime }
+                firedThisRound = []
+                resumedThisPeriod = true
+            }
             if !config.suspendCountsAsIdle { trueActivity = max(trueActivity, now) }
         } else {
             check(machine.lastSuspendGap == before.lastSuspendGap, "a gap of \(slept) was recorded")
@@ -337,6 +360,9 @@ struct MonthSimulation {
         if machine.lastActivity != before.lastActivity {
             check(machine.lastActivity > before.lastActivity, "activity went back in time")
             firedThisPeriod = -1
+            firedThisRound = []
+            resumedThisPeriod = false
+            refireDue = [:]
         }
 
         for action in actions {
@@ -350,7 +376,7 @@ struct MonthSimulation {
             case .terminate(let role):
                 check(role != .locker, "the locker was terminated")
                 terminated(role)
-            case .log, .announce, .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer:
+            case .log, .announce, .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer, .turnScreenOff, .restoreScreenSettings:
                 break
             case .probeKeyboard:
                 // The edge answers at once: a running locker grabs the keyboard within
@@ -440,7 +466,7 @@ struct MonthSimulation {
             let gap = Int64(environment["XIDLELOCK_SUSPEND_GAP_MS"] ?? "") ?? -1
             check(gap >= 0 && gap <= machine.idle(at: clock).value,
                   "lock suspend gap \(gap) idle \(machine.idle(at: clock)) gapNoticed \(gapNoticed) last gap \(String(describing: machine.lastSuspendGap)) now \(now) lastActivity before \(before.lastActivity) after \(machine.lastActivity) true \(trueActivity) locker before \(before.locker)")
-            if let notifyIndex, firedThisPeriod != notifyIndex, !gapNoticed { report.unwarnedLocks += 1 }
+            if let notifyIndex, !firedThisRound.contains(notifyIndex), !gapNoticed, !resumedThisPeriod { report.unwarnedLocks += 1 }
             fired(lockIndex)
         case .stage(let i):
             if i == notifyIndex {
@@ -449,9 +475,11 @@ struct MonthSimulation {
             } else {
                 report.customStageRuns += 1
             }
+            let again = refireDue[i] != nil
             fired(i)
             if config.stages[i].resumeCommand != nil {
-                check(resumesOwed.insert(i).inserted, "stage \(i) fired again before its resume command ran")
+                // Run again after a resume, it still owes one resume command, run on return.
+                check(resumesOwed.insert(i).inserted || again, "stage \(i) fired again before its resume command ran")
             }
         case .resume(let i):
             report.resumeCommands += 1
@@ -463,10 +491,17 @@ struct MonthSimulation {
         }
     }
 
-    /// Stages fire in idle-time order, each once per idle period.
+    /// Stages fire in idle-time order, each once per idle period; after a resume
+    /// without input, those that had fired run once more, not before their time from it.
     private mutating func fired(_ index: Int) {
-        check(index > firedThisPeriod, "stage \(index) fired after stage \(firedThisPeriod) in one idle period")
-        firedThisPeriod = index
+        check(firedThisRound.insert(index).inserted, "stage \(index) fired twice in one round")
+        if let due = refireDue.removeValue(forKey: index) {
+            check(clock.boottime >= due, "stage \(index) ran again \(due - clock.boottime) before its time from the resume")
+            report.rerunsAfterResume += 1
+        } else if !resumedThisPeriod {
+            check(index > firedThisPeriod, "stage \(index) fired after stage \(firedThisPeriod) in one idle period")
+        }
+        firedThisPeriod = max(firedThisPeriod, index)
     }
 
     /// Records a broken promise; the messages are built only for the first few.
