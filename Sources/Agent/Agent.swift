@@ -93,7 +93,8 @@ public final class Agent {
         // Early, before any browser starts: Firefox picks its inhibit backend once.
         let desktop = DesktopServices(agent: agent, settings: DesktopServices.Settings(
             serveScreenSaver: options.screenSaverService, useLogind: options.logind,
-            lockBeforeSleep: options.lockBeforeSleep))
+            lockBeforeSleep: options.lockBeforeSleep,
+            followPower: options.followsPowerSource))
         agent.desktop = desktop
         for refused in options.refusedBySecure {
             Log.write(.warning, "\(refused): not followed, the agent runs with --secure (nothing may hold the lock off)")

@@ -403,31 +403,67 @@ int xil_logind_session_path(sd_bus *bus, const char *session_id, char *path, siz
  * and a unicast signal never meets the daemon's match rules. The owner is asked once
  * at start and then followed through NameOwnerChanged, which only the bus itself
  * sends (the daemon stamps every other sender's own unique name). */
-static struct {
+/* A well-known name on the system bus and the unique name that owns it now, for
+ * taking a service's signals only from the service (logind, UPower). */
+struct followed_name {
+    const char *name;
     char owner[256];                       /* "" while nobody owns the name */
+    void (*changed)(struct followed_name *followed);   /* after a change of owner, or NULL */
+    const struct xil_desktop_callbacks *cb;
+};
+
+static int on_name_owner(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    struct followed_name *followed = userdata;
+    const char *sender = p_sd_bus_message_get_sender(m);
+    if (!sender || strcmp(sender, "org.freedesktop.DBus") != 0) return 0;
+    const char *name = NULL, *old = NULL, *new_owner = NULL;
+    if (p_sd_bus_message_read(m, "sss", &name, &old, &new_owner) < 0 || strcmp(name, followed->name) != 0) return 0;
+    snprintf(followed->owner, sizeof followed->owner, "%s", new_owner ? new_owner : "");
+    say(followed->cb, 1, "%s is now %s", followed->name, followed->owner[0] ? followed->owner : "owned by nobody");
+    if (followed->changed) followed->changed(followed);
+    return 0;
+}
+
+/* Follows who owns `followed->name`: the match first, then the question, so that no
+ * change of owner falls in between. 0 or -errno. */
+static int follow_name(sd_bus *bus, struct followed_name *followed) {
+    char match[512];
+    snprintf(match, sizeof match,
+             "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+             "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='%s'", followed->name);
+    followed->owner[0] = 0;
+    int r = p_sd_bus_add_match(bus, NULL, match, on_name_owner, followed);
+    if (r < 0) return r;
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    const char *owner = NULL;
+    r = p_sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
+                             &e, &reply, "s", followed->name);
+    if (r >= 0 && p_sd_bus_message_read(reply, "s", &owner) >= 0 && owner)
+        snprintf(followed->owner, sizeof followed->owner, "%s", owner);
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&e);
+    return 0;
+}
+
+/* Whether `m` came from the name's owner; if not, it is counted as forged. */
+static int from_owner(struct followed_name *followed, sd_bus_message *m, const char *what) {
+    const char *sender = p_sd_bus_message_get_sender(m);
+    if (sender && followed->owner[0] && strcmp(sender, followed->owner) == 0) return 1;
+    followed->cb->forged(followed->cb->context, sender ? sender : "?", what);
+    return 0;
+}
+
+static struct {
+    struct followed_name login1;
     char *session;                         /* the session's object path, or NULL */
     const struct xil_desktop_callbacks *cb;
     sd_bus_slot *listing;                  /* a ListInhibitors in flight */
     int list_again;                        /* a change came while it was in flight */
 } logind;
 
-static int from_logind(sd_bus_message *m, const char *what) {
-    const char *sender = p_sd_bus_message_get_sender(m);
-    if (sender && logind.owner[0] && strcmp(sender, logind.owner) == 0) return 1;
-    logind.cb->forged(logind.cb->context, sender ? sender : "?", what);
-    return 0;
-}
-
-static int on_logind_owner(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)userdata; (void)error;
-    const char *sender = p_sd_bus_message_get_sender(m);
-    if (!sender || strcmp(sender, "org.freedesktop.DBus") != 0) return 0;
-    const char *name = NULL, *old = NULL, *new_owner = NULL;
-    if (p_sd_bus_message_read(m, "sss", &name, &old, &new_owner) < 0 || strcmp(name, LOGIN1) != 0) return 0;
-    snprintf(logind.owner, sizeof logind.owner, "%s", new_owner ? new_owner : "");
-    say(logind.cb, 1, "org.freedesktop.login1 is now %s", logind.owner[0] ? logind.owner : "owned by nobody");
-    return 0;
-}
+static int from_logind(sd_bus_message *m, const char *what) { return from_owner(&logind.login1, m, what); }
 
 static int on_prepare_for_sleep(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
@@ -546,7 +582,7 @@ static void logind_forget(void) {
     logind.session = NULL;
     if (logind.listing) logind.listing = p_sd_bus_slot_unref(logind.listing);
     logind.list_again = 0;
-    logind.owner[0] = 0;
+    logind.login1.owner[0] = 0;
 }
 
 int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb, const char *session_path) {
@@ -554,21 +590,9 @@ int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb, const 
     /* A connection before this one (a bus lost and found again) is gone with its matches. */
     logind_forget();
     logind.cb = cb;
-    int r = p_sd_bus_add_match(bus, NULL,
-                               "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
-                               "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='" LOGIN1 "'",
-                               on_logind_owner, ud);
+    logind.login1 = (struct followed_name){.name = LOGIN1, .cb = cb};
+    int r = follow_name(bus, &logind.login1);
     if (r < 0) return r;
-    /* Asked after the match is in place: no change of owner falls in between. */
-    sd_bus_error e = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    const char *owner = NULL;
-    r = p_sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
-                             &e, &reply, "s", LOGIN1);
-    if (r >= 0 && p_sd_bus_message_read(reply, "s", &owner) >= 0 && owner)
-        snprintf(logind.owner, sizeof logind.owner, "%s", owner);
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&e);
     r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "PrepareForSleep", on_prepare_for_sleep, ud);
     if (r < 0) return r;
     r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged",
@@ -583,7 +607,73 @@ int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb, const 
     return r < 0 ? r : 0;
 }
 
-const char *xil_logind_owner(void) { return logind.owner; }
+const char *xil_logind_owner(void) { return logind.login1.owner; }
+
+/* UPower's OnBattery, taken only from UPower's own connection; read again when
+ * UPower (re)starts, and AC when nobody owns the name. */
+#define UPOWER "org.freedesktop.UPower"
+#define UPOWER_PATH "/org/freedesktop/UPower"
+static struct followed_name upower;
+
+static int on_battery_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error; (void)userdata;
+    int on_battery = 0;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) {
+        say(upower.cb, 2, "cannot read UPower's OnBattery: %s", p_sd_bus_message_get_error(reply)->message);
+    } else if (p_sd_bus_message_enter_container(reply, 'v', "b") >= 0) {
+        p_sd_bus_message_read(reply, "b", &on_battery);
+    }
+    upower.cb->on_battery(upower.cb->context, on_battery != 0);
+    return 0;
+}
+
+static void upower_owner_changed(struct followed_name *followed) {
+    (void)followed;
+    if (!upower.owner[0]) {
+        upower.cb->on_battery(upower.cb->context, 0);
+        return;
+    }
+    xil_upower_read(NULL);
+}
+
+static sd_bus *upower_bus;
+
+int xil_upower_read(sd_bus *bus) {
+    if (bus) upower_bus = bus;
+    if (!upower.owner[0]) {
+        upower.cb->on_battery(upower.cb->context, 0);
+        return 0;
+    }
+    return p_sd_bus_call_method_async(upower_bus, NULL, UPOWER, UPOWER_PATH, "org.freedesktop.DBus.Properties", "Get",
+                                      on_battery_answered, NULL, "ss", UPOWER, "OnBattery");
+}
+
+static int on_upower_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error; (void)userdata;
+    if (!from_owner(&upower, m, "UPower's PropertiesChanged")) return 0;
+    struct property_seen seen = {.name = "OnBattery", .type = 'b'};
+    if (find_property(m, &seen) < 0 || !seen.found) return 0;
+    if (seen.found == 1) {
+        upower.cb->on_battery(upower.cb->context, seen.boolean);
+    } else {
+        xil_upower_read(NULL);
+    }
+    return 0;
+}
+
+int xil_upower_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb) {
+    upower = (struct followed_name){.name = UPOWER, .changed = upower_owner_changed, .cb = cb};
+    upower_bus = bus;
+    int r = follow_name(bus, &upower);
+    if (r < 0) return r;
+    r = p_sd_bus_match_signal(bus, NULL, UPOWER, UPOWER_PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                              on_upower_properties, NULL);
+    if (r < 0) return r;
+    r = xil_upower_read(bus);
+    return r < 0 ? r : 0;
+}
+
+const char *xil_upower_owner(void) { return upower.owner; }
 
 int xil_logind_sleep_delay(sd_bus *bus, const char *who, const char *why) {
     sd_bus_error error = SD_BUS_ERROR_NULL;

@@ -331,6 +331,11 @@ public struct AgentOptions: Equatable, Sendable {
         return report
     }
 
+    /// Some time differs on battery: UPower's OnBattery is worth following.
+    public var followsPowerSource: Bool {
+        lockAfterOnBattery != nil || screenOffAfterLockOnBattery != nil || stages.contains { $0.idleTimeOnBattery != nil }
+    }
+
     /// What `--secure` turns off of the flags given: nothing may hold the lock off on a
     /// managed machine, so the heuristics are not followed at all (said at start).
     public var refusedBySecure: [String] {

@@ -30,7 +30,12 @@ extension Agent: ControlRequestHandler {
             wake()
             let desktopFields = desktop?.statusFields ?? []
             client.send(ControlRequest.reply(machine.statusFields(at: SystemClock.now(), lockerPid: children.lockerPid)
-                + [("desktop", .object(desktopFields)), ("audit", .object(AuditTrail.shared.statusFields))]))
+                + [("desktop", .object(desktopFields)), ("audit", .object(AuditTrail.shared.statusFields)),
+                   // Whether the monitor can be turned off at all (no DPMS on Xvfb), and its state.
+                   ("monitor", screenPower.map { power in
+                       .object([("dpms", power.unavailable.map { .string("unavailable: " + $0) } ?? .string("available")),
+                                ("on", power.isOn.map(JSONValue.bool) ?? .null)])
+                   } ?? .null)]))
         case .lock:
             wake()
             perform(.lockNow)

@@ -25,6 +25,8 @@ final class DesktopServices {
         var serveScreenSaver = true
         var useLogind = true
         var lockBeforeSleep = true
+        /// Some time differs on battery: UPower's OnBattery is followed.
+        var followPower = false
     }
 
     private weak var agent: DesktopAgent?
@@ -75,7 +77,8 @@ final class DesktopServices {
             return
         }
         if settings.serveScreenSaver { connectSession() }
-        if settings.useLogind { connectSystem() } else if awaiting.contains(.logind) { agent?.perform(.sourceReady(.logind)) }
+        if settings.useLogind || settings.followPower { connectSystem() }
+        if !settings.useLogind && awaiting.contains(.logind) { agent?.perform(.sourceReady(.logind)) }
     }
 
     // MARK: Connections
@@ -132,6 +135,8 @@ final class DesktopServices {
             sayOnce("lost-system", .warning, "lost the system bus (\(String(cString: strerror(code)))): no lock before sleep until it is back; locking goes on")
             // What logind held off can no longer be seen to end: it ends now (fail closed).
             agent?.request(.sourceLost(.logind))
+            // No UPower: the times on AC.
+            if settings.followPower { agent?.perform(.powerSource(onBattery: false)) }
             if sessionInactive {
                 Log.write(.info, "without logind the session counts as active")
                 sessionActive(true)
@@ -143,6 +148,15 @@ final class DesktopServices {
         }
         system = connection
         let bus = connection.bus
+        if settings.followPower {
+            let r = xil_upower_watch(bus, callbacks)
+            if r < 0 { Log.write(.warning, "cannot follow UPower: \(String(cString: strerror(-r))): the times on AC are in force") }
+            if String(cString: xil_upower_owner()).isEmpty { Log.write(.info, "no UPower on the system bus: the times on AC are in force") }
+        }
+        guard settings.useLogind else {
+            agent?.addSource(connection)
+            return
+        }
         let id = getenv("XDG_SESSION_ID").map { String(cString: $0) }
         var path = [CChar](repeating: 0, count: 256)
         let found = xil_logind_session_path(bus, id, &path, path.count)
@@ -268,7 +282,8 @@ final class DesktopServices {
             ("system_bus", .bool(system != nil)),
             ("logind_session", sessionPath.map { .string($0) } ?? .null),
             ("sleep_delay_held", .bool(sleepDelay >= 0)),
-            ("logind_owner", system == nil ? .null : .string(String(cString: xil_logind_owner()))),
+            ("logind_owner", system == nil || !settings.useLogind ? .null : .string(String(cString: xil_logind_owner()))),
+            ("upower_owner", system == nil || !settings.followPower ? .null : .string(String(cString: xil_upower_owner()))),
             ("forged_signals", .number(Double(forgedSignals))),
         ]
     }
@@ -299,15 +314,16 @@ final class DesktopServices {
         agent?.request(.reset(from: .dbus, by: "SimulateUserActivity from \(sender)"))
     }
 
-    /// A signal that claimed to be logind's came from someone else: any local user can
-    /// send one straight to this connection. Dropped; logged at most once a minute.
+    /// A signal that claimed to be logind's (or UPower's) came from someone else: any
+    /// local user can send one straight to this connection. Dropped; logged at most
+    /// once a minute.
     fileprivate func forged(sender: String, what: String) {
         forgedSignals += 1
         forgedSinceLogged += 1
         let now = SystemClock.now().monotonic
         if let last = forgedLoggedAt, now - last < .minutes(1) { return }
         forgedLoggedAt = now
-        Log.write(.warning, "dropped \(forgedSinceLogged) signal\(forgedSinceLogged == 1 ? "" : "s") claiming to be logind's (the last: \(ClientText.sanitized(what, maxBytes: 64)) from \(ClientText.sanitized(sender, maxBytes: 64)), not logind's \(String(cString: xil_logind_owner()))): another local program may be trying to stop the lock (said at most once a minute; status counts them)")
+        Log.write(.warning, "dropped \(forgedSinceLogged) signal\(forgedSinceLogged == 1 ? "" : "s") claiming to be logind's or UPower's (the last: \(ClientText.sanitized(what, maxBytes: 64)) from \(ClientText.sanitized(sender, maxBytes: 64)); logind is \(String(cString: xil_logind_owner())), UPower \(String(cString: xil_upower_owner()))): another local program may be trying to stop the lock (said at most once a minute; status counts them)")
         forgedSinceLogged = 0
     }
 
@@ -408,6 +424,9 @@ final class DesktopServices {
         }
         callbacks.pointee.forged = { context, sender, what in
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().forged(sender: String(cString: sender!), what: String(cString: what!))
+        }
+        callbacks.pointee.on_battery = { context, onBattery in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.perform(.powerSource(onBattery: onBattery != 0))
         }
         callbacks.pointee.log = { _, level, message in Log.fromLibrary(level, message) }
     }

@@ -34,8 +34,10 @@ struct xil_desktop_callbacks {
     /* The idle inhibitors in block mode, one call each, then listed (0 or -errno). */
     void (*idle_inhibitor)(void *context, const char *who, const char *why, uint32_t uid, uint32_t pid);
     void (*idle_inhibitors_listed)(void *context, int error);
-    /* A signal that claimed to be logind's came from another connection: dropped. */
+    /* A signal that claimed to be logind's (or UPower's) came from another connection: dropped. */
     void (*forged)(void *context, const char *sender, const char *what);
+    /* UPower's OnBattery (0 with no UPower), from UPower's own connection. */
+    void (*on_battery)(void *context, int on_battery);
     void (*log)(void *context, int level, const char *message); /* 0 debug .. 3 error */
 };
 
@@ -77,6 +79,14 @@ int xil_logind_session_path(sd_bus *bus, const char *session_id, char *path, siz
 int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, const char *session_path);
 /* The unique name that owns org.freedesktop.login1 now ("" for none). */
 const char *xil_logind_owner(void);
+/* UPower, on the system bus: OnBattery read now (answered through on_battery, AC
+ * when nobody owns the name) and followed through its PropertiesChanged, taken
+ * only from the owner of org.freedesktop.UPower. Never polled. 0 or -errno. */
+int xil_upower_watch(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
+/* Reads OnBattery again (bus NULL: the watched one). 0 or -errno. */
+int xil_upower_read(sd_bus *bus);
+/* The unique name that owns org.freedesktop.UPower now ("" for none). */
+const char *xil_upower_owner(void);
 /* Takes a sleep delay inhibitor: its fd (close-on-exec), or -errno. */
 int xil_logind_sleep_delay(sd_bus *bus, const char *who, const char *why);
 /* InhibitDelayMaxUSec, or 5 s if it cannot be read. */

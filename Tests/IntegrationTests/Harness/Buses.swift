@@ -154,6 +154,7 @@ final class Buses {
     let session: DBusDaemon
     let system: DBusDaemon
     private(set) var logind: Process?
+    private(set) var upower: Process?
     private let directory: URL
     private var logindStarts = 0
 
@@ -196,6 +197,27 @@ final class Buses {
         }
     }
 
+    /// UPower's mock (python3-dbusmock's upower template) on the system bus, on AC.
+    func startUPower() async throws {
+        var env = ProcessInfo.processInfo.environment
+        env.merge(environment) { $1 }
+        let log = directory.appending(path: "upower.log")
+        upower = try startProcess(systemPython, ["-m", "dbusmock", "--system", "--template", "upower"],
+                                  environment: env, in: directory, stdout: log, stderr: log)
+        let setup = try startProcess(systemPython, [busScript, "upower-setup"], environment: env, in: directory,
+                                     stdout: log, stderr: log)
+        guard try await setup.waitForExit("UPower's mock to answer", timeout: .seconds(30)) == .exited(0) else {
+            throw CommandFailed(command: ["bus.py", "upower-setup"], result: CommandResult(
+                exit: .exited(1), stdout: "", stderr: (try? String(contentsOf: log, encoding: .utf8)) ?? ""))
+        }
+    }
+
+    /// UPower goes away (the agent falls back to the times on AC).
+    func stopUPower() async {
+        if let upower { await stopProcess(upower, "UPower's mock") }
+        upower = nil
+    }
+
     /// The system bus and logind again, after a crash of the system bus.
     func restartSystem() async throws {
         if let logind { await stopProcess(logind, "logind's mock") }
@@ -205,6 +227,7 @@ final class Buses {
 
     /// Ends the mock and both daemons; nothing of them is left running.
     func stop() async {
+        if let upower { await stopProcess(upower, "UPower's mock") }
         if let logind { await stopProcess(logind, "logind's mock") }
         await session.stop()
         await system.stop()

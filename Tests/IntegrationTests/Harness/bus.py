@@ -14,6 +14,8 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
                                             JSON array of true and false, oldest first
     bus.py session-active true|false        the session's Active (PropertiesChanged)
     bus.py block-inhibited VALUE            the manager's BlockInhibited (PropertiesChanged)
+    bus.py upower-setup                     wait for UPower's mock (with a deadline)
+    bus.py on-battery true|false            UPower's OnBattery (PropertiesChanged from the mock)
     bus.py idle-inhibit WHO WHY --until FILE
                                             holds a logind idle block inhibitor until FILE exists
     bus.py ss PATH METHOD [ARGS...]         a call on org.freedesktop.ScreenSaver; prints the answer
@@ -69,6 +71,8 @@ MANAGER_PATH = '/org/freedesktop/login1'
 MANAGER = 'org.freedesktop.login1.Manager'
 SESSION = 'org.freedesktop.login1.Session'
 MOCK = 'org.freedesktop.DBus.Mock'
+UPOWER = 'org.freedesktop.UPower'
+UPOWER_PATH = '/org/freedesktop/UPower'
 PROPERTIES = 'org.freedesktop.DBus.Properties'
 SCREENSAVER = 'org.freedesktop.ScreenSaver'
 
@@ -295,6 +299,12 @@ def forge(args):
     elif kind == 'lock':
         bus.send_message(forged(target, session_path, SESSION, 'Lock'))
         sent = 1
+    elif kind in ('on-battery', 'on-ac'):
+        bus.send_message(forged(target, UPOWER_PATH, PROPERTIES, 'PropertiesChanged', 'sa{sv}as', UPOWER,
+                                dbus.Dictionary({'OnBattery': dbus.Boolean(kind == 'on-battery', variant_level=1)},
+                                                signature='sv'),
+                                dbus.Array([], signature='s')))
+        sent = 1
     elif kind in ('sleep-true', 'sleep-false'):
         bus.send_message(forged(target, MANAGER_PATH, MANAGER, 'PrepareForSleep', 'b', kind == 'sleep-true'))
         sent = 1
@@ -476,6 +486,16 @@ def main():
                 fail('org.freedesktop.login1 did not appear on the test system bus within 20 s')
             time.sleep(0.02)
         print(manager(bus).AddSession(session_id, 'seat0', dbus.UInt32(int(uid)), name, True, dbus_interface=MOCK))
+    elif command == 'upower-setup':
+        bus = dbus.SystemBus()
+        deadline = time.monotonic() + 20
+        while not bus.name_has_owner(UPOWER):
+            if time.monotonic() > deadline:
+                fail('org.freedesktop.UPower did not appear on the test system bus within 20 s')
+            time.sleep(0.02)
+    elif command == 'on-battery':
+        upower = dbus.SystemBus().get_object(UPOWER, UPOWER_PATH, introspect=False)
+        upower.UpdateProperties(UPOWER, {'OnBattery': dbus.Boolean(args[0] == 'true')}, dbus_interface=MOCK)
     elif command == 'emit-sleep':
         bus = dbus.SystemBus()
         manager(bus).EmitSignal(MANAGER, 'PrepareForSleep', 'b', [args[0] == 'true'], dbus_interface=MOCK)
