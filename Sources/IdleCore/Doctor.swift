@@ -250,8 +250,25 @@ public enum Doctor {
                                               "\(who) [\(r["source"]?.string ?? "?")]: \(ClientText.sanitized(r["reason"]?.string ?? "?"))"))
             }
         }
+        // Per stage, while anything holds one: which stages wait and for what, which fire through.
+        if case .array(let stages)? = status["stages"],
+           stages.contains(where: { $0["held"]?.bool == true && $0["fired"]?.bool != true }) {
+            let each = stages.filter { $0["fired"]?.bool != true }.map { stage -> String in
+                let name = stage["name"]?.string ?? "?"
+                let by = stage["held_by"]?.array?.compactMap(\.string) ?? []
+                return by.isEmpty ? "\(name) fires on time" : "\(name) held by \(by.joined(separator: ", "))"
+            }
+            findings.append(DoctorFinding("stages", .info, each.joined(separator: "; ")))
+        }
+        if status["power_source"]?.string == "battery" {
+            findings.append(DoctorFinding("power", .info, "on battery: the times on battery are in force (`xidlelock status --json` lists them)"))
+        }
+        if status["screen_off"] != nil, status["screen_off"] != .null,
+           let dpms = status["monitor"]?["dpms"]?.string, dpms.hasPrefix("unavailable") {
+            findings.append(DoctorFinding("screen off", .warning, "--screen-off-after-lock: \(dpms): the monitor stays on while locked (the locker still covers it)"))
+        }
         if status["session_active"]?.bool == false {
-            findings.append(DoctorFinding("session", .warning, "another session is in front: no stage fires until this one is back"))
+            findings.append(DoctorFinding("session", .warning, "another session is in front: the idle time goes on and the stages fire on time"))
         }
         if let policy = status["policy"], policy != .null {
             let file = policy["file"]?.string ?? "?"
@@ -336,11 +353,14 @@ public enum Doctor {
 
     /// When the lock stage comes, from the status (nil while held, or once it has fired).
     static func lockDue(_ status: JSONValue) -> Millis? {
+        guard let lock = status["stages"]?.array?.first(where: { $0["role"]?.string == "lock" }) else { return nil }
+        if let due = lock["due_in_ms"] {
+            return due.integer.flatMap { $0 > 0 ? Millis($0) : nil }
+        }
+        // An agent from before per-stage holds (a doctor newer than the running agent).
         guard status["disabled"]?.bool != true, status["state"]?.string != "inhibited",
-              case .array(let stages)? = status["stages"],
-              let lock = stages.first(where: { $0["role"]?.string == "lock" })?["idle_ms"]?.integer,
-              let idle = status["idle_ms"]?.integer, idle < lock else { return nil }
-        return Millis(lock - idle)
+              let time = lock["idle_ms"]?.integer, let idle = status["idle_ms"]?.integer, idle < time else { return nil }
+        return Millis(time - idle)
     }
 }
 

@@ -27,6 +27,7 @@ public enum JSONValue: Equatable, Sendable {
 
     public var string: String? { if case .string(let s) = self { s } else { nil } }
     public var bool: Bool? { if case .bool(let b) = self { b } else { nil } }
+    public var array: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
     public var number: Double? { if case .number(let n) = self { n } else { nil } }
     /// A whole number that fits in Int64, or nil.
     public var integer: Int64? {

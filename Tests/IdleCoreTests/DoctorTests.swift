@@ -32,6 +32,21 @@ struct DoctorDiagnosisTests {
         #expect(report.text.contains("info     settings: lock-after 10m (flag)"))
     }
 
+    @Test("per stage: which stages a hold keeps waiting and which fire on time; the next lock from the lock stage's own due time")
+    func perStageHolds() throws {
+        var facts = try Self.healthy()
+        facts.status = try JSONValue(parsing: """
+            {"v":1,"ok":true,"state":"inhibited","idle_ms":60000,"locker":null,"inhibitors":[],"disabled":false,
+             "session_active":true,"policy":null,"settings":[],"power_source":"battery","desktop":{},
+             "stages":[{"name":"dim","role":"custom","idle_ms":120000,"fired":false,"held":false,"held_by":[],"due_in_ms":60000},
+                       {"name":"lock","role":"lock","idle_ms":180000,"fired":false,"held":true,"held_by":["audio"],"due_in_ms":null}]}
+            """)
+        let report = Doctor.diagnose(facts)
+        #expect(report.text.contains("stages: dim fires on time; lock held by audio"), "\(report.text)")
+        #expect(report.text.contains("power: on battery"), "\(report.text)")
+        #expect(report.nextLockIn == nil, "the lock stage is held")
+    }
+
     @Test("a socket directory an agent cannot use is a warning that says why; an agent found running without its socket is not a problem")
     func socketless() throws {
         var facts = try Self.healthy()
