@@ -60,6 +60,8 @@ public struct AgentConfig: Equatable, Sendable {
     public var lockBeforeSleep: Bool = true
     /// Lock the moment another session comes to the front (`--lock-on-switch`).
     public var lockOnSwitch = false
+    /// Lock as the agent starts (`--lock-at-start`).
+    public var lockAtStart = false
     public var beforeSleep: String?
     public var afterResume: String?
     /// `--corners`; nil when no corner does anything.

@@ -21,6 +21,8 @@ public struct Policy: Equatable, Sendable {
     public var ignoreScreensaverReset = false
     /// Lock the moment another session comes to the front.
     public var lockOnSwitch = false
+    /// Lock the moment the agent starts.
+    public var lockAtStart = false
 
     public init() {}
 
@@ -45,6 +47,9 @@ public struct Policy: Equatable, Sendable {
         },
         OptionSpec("--lock-on-switch", nil, "As --lock-on-switch: lock the moment another session comes to the front.") { p, _ in
             p.lockOnSwitch = true
+        },
+        OptionSpec("--lock-at-start", nil, "As --lock-at-start: lock the moment the agent starts.") { p, _ in
+            p.lockAtStart = true
         },
     ]
 
@@ -162,6 +167,11 @@ extension AgentOptions {
             lockOnSwitch = true
             origins["--lock-on-switch"] = .policy(path: path)
             changes.append("lock-on-switch: the screen locks the moment another session comes to the front")
+        }
+        if policy.lockAtStart && !lockAtStart {
+            lockAtStart = true
+            origins["--lock-at-start"] = .policy(path: path)
+            changes.append("lock-at-start: the screen locks the moment the agent starts")
         }
         if policy.ignoreScreensaverReset && !ignoreScreensaverReset {
             ignoreScreensaverReset = true
