@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+
+/// Issue #22: what an auditor asks of a screen lock, on a real Xvfb with real lockers.
+@Suite(.serialized) struct ComplianceTests {
+    @Test("a stage after the lock (log off after a time locked) fires while the locker holds the screen",
+          arguments: ["test locker", "i3lock -n"])
+    func stageAfterLock(locker: String) async throws {
+        let command = locker == "i3lock -n" ? "exec i3lock -n" : Script.grabbingLocker()
+        try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")
+            let agent = try await s.startControlledAgent(["--lock-after", "1s", "--locker", command,
+                                                          "--stage", "logoff=4s:echo $XIDLELOCK_IDLE_MS > logoff.idle"])
+            let pid = try await s.waitForCoveringLocker()
+            let idle = try await s.waitForNumber(in: "logoff.idle")
+            #expect(idle >= 4000 + earliestLock && idle <= 4000 + latestLock, "the log-off at \(idle) ms of idle\n\(agent.log)")
+            let status = try await s.status()
+            #expect(status["state"] as? String == "locked", "\(status)")
+            #expect(status["locker_pid"] as? Int == Int(pid), "the same locker holds the screen\n\(agent.log)")
+            #expect(agent.count(of: "locking after") == 1, "\(agent.log)")
+        }
+    }
+
+    @Test("--lock-at-start: locked before anything else, LockedHint set once the locker holds; disable does not end it, the unlock does")
+    func lockAtStart() async throws {
+        try await Sandbox.with(buses: true) { s in
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--lock-at-start", "--locker", Script.grabbingLocker()])
+            let pid = try await s.waitForCoveringLocker()
+            #expect(agent.log.contains("lock requested by the start (--lock-at-start)"), "\(agent.log)")
+            try await s.waitUntil("LockedHint true") { try await s.bus("locked-hint") == "true" }
+            #expect(try await s.client("disable").exit == .exited(0))
+            #expect(isAlive(pid), "\(agent.log)")
+            #expect(try await s.status()["state"] as? String == "locked")
+            s.touch("unlock")
+            try await agent.waitForLog(containing: "unlocked after")
+            try await s.waitUntil("LockedHint false") { try await s.bus("locked-hint") == "false" }
+        }
+    }
+
+    @Test("the policy's lock-at-start: a locker that returns at once is started again until one holds the screen")
+    func lockAtStartFromPolicy() async throws {
+        try await Sandbox.with { s in
+            try s.writePolicy("lock-at-start\n")
+            // The first start returns at once (as i3lock without -n does).
+            let locker = "echo . >> starts; [ $(wc -l < starts) -ge 2 ] || exit 0; \(Script.grabbingLocker())"
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", locker])
+            _ = try await s.waitForCoveringLocker()
+            #expect(s.lines("starts").count == 2, "\(agent.log)")
+            #expect(agent.log.contains("the screen may NOT be locked"), "\(agent.log)")
+            let settings = try await s.status()["settings"] as? [[String: Any]] ?? []
+            let setting = settings.first { $0["name"] as? String == "lock-at-start" }
+            #expect(setting?["from"] as? String == "policy \(s.path("etc/policy"))", "\(settings)")
+        }
+    }
+}
