@@ -75,11 +75,36 @@ public struct PolicyReport: Equatable, Sendable {
     public var changes: [String] = []
     /// Lines that could not be read: each made the agent `secure`.
     public var errors: [String] = []
+    /// Each setting the file made, as written (`max-lock-after`, `15m`, `PATH:LINE`): what
+    /// `doctor --policy` holds against a profile's requirements.
+    public var settings: [ReportedSetting] = []
 
-    public init(path: String, changes: [String] = [], errors: [String] = []) {
+    public init(path: String, changes: [String] = [], errors: [String] = [], settings: [ReportedSetting] = []) {
         self.path = path
         self.changes = changes
         self.errors = errors
+        self.settings = settings
+    }
+}
+
+extension Policy {
+    /// The lines of a policy file (the admin's, or a profile of requirements): the policy
+    /// they make, each setting read, and each line that could not be ("PATH:LINE: what").
+    static func read(_ lines: [(Int, String?)], path: String) -> (policy: Policy, settings: [ReportedSetting], errors: [String]) {
+        var policy = Policy()
+        var settings: [ReportedSetting] = []
+        var errors: [String] = []
+        for (k, line) in lines {
+            do throws(UsageError) {
+                guard let line else { throw UsageError("not UTF-8 text") }
+                guard let (flag, value) = try ConfigText.setting(line[...], table: Policy.specs) else { continue }
+                try Policy.specs.first { $0.flag == flag }?.apply(&policy, value)
+                settings.append(ReportedSetting(name: String(flag.dropFirst(2)), value: value, from: "\(path):\(k)"))
+            } catch {
+                errors.append("\(path):\(k): \(error.message)")
+            }
+        }
+        return (policy, settings, errors)
     }
 }
 
@@ -99,17 +124,11 @@ extension AgentOptions {
             report.errors.append("\(path): cannot be read (\(reason)); enforcing secure")
             policy.secure = true
         case .bytes, .text:
-            for (k, line) in ConfigText.lines(contents) ?? [] {
-                let at = "\(path):\(k)"
-                do throws(UsageError) {
-                    guard let line else { throw UsageError("not UTF-8 text") }
-                    guard let (flag, value) = try ConfigText.setting(line[...], table: Policy.specs) else { continue }
-                    try Policy.specs.first { $0.flag == flag }?.apply(&policy, value)
-                } catch {
-                    report.errors.append("\(at): \(error.message); enforcing secure")
-                    policy.secure = true
-                }
-            }
+            let read = Policy.read(ConfigText.lines(contents) ?? [], path: path)
+            policy = read.policy
+            report.settings = read.settings
+            report.errors = read.errors.map { $0 + "; enforcing secure" }
+            if !read.errors.isEmpty { policy.secure = true }
         }
         report.changes = enforce(policy, from: path)
         self.policy = report
