@@ -93,18 +93,18 @@ public enum PolicyCheck {
             self.status = status
             let policy = status["policy"].flatMap { $0 == .null ? nil : $0 }
             policyFile = policy?["file"]?.string
-            var written: [String: String] = [:]
-            if case .array(let items)? = policy?["settings"] {
-                for item in items { if let name = item["name"]?.string { written[name] = item["value"]?.string ?? "" } }
-            }
-            self.policy = written
+            self.policy = Self.values(policy?["settings"])
             if case .array(let errors)? = policy?["errors"] { policyErrors = errors.compactMap(\.string) } else { policyErrors = [] }
             policyReported = policy?["settings"] != nil
-            var inForce: [String: String] = [:]
-            if case .array(let items)? = status["settings"] {
-                for item in items { if let name = item["name"]?.string { inForce[name] = item["value"]?.string ?? "" } }
-            }
-            settings = inForce
+            settings = Self.values(status["settings"])
+        }
+
+        /// A list of `{name, value}` settings by name; the last of a name wins, as in a file.
+        static func values(_ list: JSONValue?) -> [String: String] {
+            guard case .array(let items)? = list else { return [:] }
+            var values: [String: String] = [:]
+            for item in items { if let name = item["name"]?.string { values[name] = item["value"]?.string ?? "" } }
+            return values
         }
 
         /// Every profile asks that the admin's policy be in force and read whole: a
