@@ -131,7 +131,7 @@ install: release
 	install -m 644 $(GEN)/_xidlelock $(DESTDIR)$(ZSHCOMPDIR)/_xidlelock
 	install -m 644 $(GEN)/xidlelock.fish $(DESTDIR)$(FISHCOMPDIR)/xidlelock.fish
 	install -m 755 packaging/examples/dim-screen.sh packaging/examples/logout.sh $(DESTDIR)$(EXAMPLESDIR)/
-	install -m 644 packaging/examples/config packaging/examples/policy $(DESTDIR)$(EXAMPLESDIR)/
+	install -m 644 packaging/examples/config packaging/examples/policy packaging/examples/policy.stig $(DESTDIR)$(EXAMPLESDIR)/
 
 # Removes exactly what `install` put there (and the examples' own folders if empty).
 uninstall:
@@ -146,7 +146,8 @@ uninstall:
 	  $(DESTDIR)$(EXAMPLESDIR)/dim-screen.sh \
 	  $(DESTDIR)$(EXAMPLESDIR)/logout.sh \
 	  $(DESTDIR)$(EXAMPLESDIR)/config \
-	  $(DESTDIR)$(EXAMPLESDIR)/policy
+	  $(DESTDIR)$(EXAMPLESDIR)/policy \
+	  $(DESTDIR)$(EXAMPLESDIR)/policy.stig
 	rmdir $(DESTDIR)$(EXAMPLESDIR) $(DESTDIR)$(dir $(EXAMPLESDIR)) 2>/dev/null || true
 
 # dist/xidlelock_VERSION_ARCH.deb, from `make install DESTDIR=... PREFIX=/usr`.

@@ -111,6 +111,7 @@ expected="/etc/xdg/autostart/xidlelock.desktop
 /usr/local/share/doc/xidlelock/examples/dim-screen.sh
 /usr/local/share/doc/xidlelock/examples/logout.sh
 /usr/local/share/doc/xidlelock/examples/policy
+/usr/local/share/doc/xidlelock/examples/policy.stig
 /usr/local/share/fish/vendor_completions.d/xidlelock.fish
 /usr/local/share/man/man1/xidlelock.1
 /usr/local/share/zsh/site-functions/_xidlelock"
@@ -144,7 +145,8 @@ for path in ./usr/bin/xidlelock ./usr/share/man/man1/xidlelock.1.gz \
     ./usr/share/dbus-1/services/org.freedesktop.ScreenSaver.service \
     ./usr/share/zsh/vendor-completions/_xidlelock \
     ./usr/share/fish/vendor_completions.d/xidlelock.fish \
-    ./usr/share/doc/xidlelock/examples/dim-screen.sh ./usr/share/doc/xidlelock/examples/logout.sh; do
+    ./usr/share/doc/xidlelock/examples/dim-screen.sh ./usr/share/doc/xidlelock/examples/logout.sh \
+    ./usr/share/doc/xidlelock/examples/policy.stig; do
     printf '%s\n' "$contents" | awk '{ print $6 }' | grep -qx "$path" || fail "the .deb lacks $path"
 done
 printf '%s\n' "$contents" | awk '$2 != "root/root"' | grep . && fail "files in the .deb not owned by root/root"

@@ -4,12 +4,25 @@ import IdleCore
 
 /// `xidlelock doctor`: gathers the facts (the display, the agent's status, the
 /// locker on disk, the keyboard grab) for `Doctor.diagnose`, prints the findings and
-/// exits 0 only when a lock would happen.
+/// exits 0 only when a lock would happen. With `--policy FILE`, holds the running
+/// agent against that profile instead, and exits 0 only when every requirement is met.
 public enum DoctorCommand {
-    public static func run(_ options: DoctorOptions) -> Int32 {
+    public static func run(_ options: DoctorOptions) throws(UsageError) -> Int32 {
+        if let profile = options.policy { return try checkPolicy(profile, options) }
         let report = Doctor.diagnose(facts(options))
         _ = try? FileIO.writeAll(1, (options.json ? report.json.text : report.text) + "\n")
         return report.lockWouldHappen ? 0 : 1
+    }
+
+    /// A bad profile is a usage error (exit 64), never a pass: a fleet check must see it.
+    static func checkPolicy(_ path: String, _ options: DoctorOptions) throws(UsageError) -> Int32 {
+        let requirements = try PolicyCheck.requirements(ConfigSources.thisMachine.read(path), path: path)
+        var status: JSONValue?
+        var problem: String?
+        do { status = try ControlClient.status(socket: options.socket) } catch { problem = error.message }
+        let report = PolicyCheck.check(requirements, path: path, status: status, agentProblem: problem)
+        _ = try? FileIO.writeAll(1, (options.json ? report.json.text : report.text) + "\n")
+        return report.met ? 0 : 1
     }
 
     static func facts(_ options: DoctorOptions) -> DoctorFacts {

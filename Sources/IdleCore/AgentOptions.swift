@@ -34,6 +34,7 @@ public struct AgentOptions: Equatable, Sendable {
     public var secure = false
     public var lockBeforeSleep = true
     public var lockOnSwitch = false
+    public var lockAtStart = false
     public var beforeSleep: String?
     public var afterResume: String?
     public var transferSleepLock = false
@@ -124,6 +125,9 @@ public struct AgentOptions: Equatable, Sendable {
         },
         OptionSpec("--lock-on-switch", nil, "Lock the moment another session comes to the front (a switch to another VT or user), as logind reports it.") { o, _ in
             o.lockOnSwitch = true
+        },
+        OptionSpec("--lock-at-start", nil, "Lock the moment the agent starts, before any hold is heard (auto-login kiosks, sessions restored without a password).") { o, _ in
+            o.lockAtStart = true
         },
         OptionSpec("--before-sleep", "CMD", "Shell command run when the system is about to sleep, inside logind's sleep delay.") { o, v throws(UsageError) in
             o.beforeSleep = try command(v, for: "--before-sleep")
@@ -278,6 +282,7 @@ public struct AgentOptions: Equatable, Sendable {
         config.lockOnSwitch = lockOnSwitch
         config.screenOffAfterLock = screenOffAfterLock
         config.screenOffAfterLockOnBattery = screenOffAfterLockOnBattery
+        config.lockAtStart = lockAtStart
         config.beforeSleep = beforeSleep
         config.afterResume = afterResume
         if let corners = secure ? corners?.withoutHolds : corners, !corners.doesNothing {
@@ -311,6 +316,7 @@ public struct AgentOptions: Equatable, Sendable {
             report.append(ReportedSetting(name: "ignore-screensaver-reset", value: "yes", from: from("--ignore-screensaver-reset")))
         }
         if lockOnSwitch { report.append(ReportedSetting(name: "lock-on-switch", value: "yes", from: from("--lock-on-switch"))) }
+        if lockAtStart { report.append(ReportedSetting(name: "lock-at-start", value: "yes", from: from("--lock-at-start"))) }
         if let notifyBefore { report.append(ReportedSetting(name: "notify-before", value: notifyBefore.description, from: from("--notify-before"))) }
         if !stages.isEmpty {
             report.append(ReportedSetting(name: "stage", value: stages.map(\.summary).joined(separator: ", "), from: from("--stage")))

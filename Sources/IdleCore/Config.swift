@@ -88,6 +88,8 @@ public struct AgentConfig: Equatable, Sendable {
     /// input, whatever holds the stages (`--screen-off-after-lock`), on AC and on battery.
     public var screenOffAfterLock: Millis?
     public var screenOffAfterLockOnBattery: Millis?
+    /// Lock as the agent starts (`--lock-at-start`).
+    public var lockAtStart = false
     public var beforeSleep: String?
     public var afterResume: String?
     /// `--corners`; nil when no corner does anything.

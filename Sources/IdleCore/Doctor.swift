@@ -2,15 +2,21 @@
 // edge gathers the facts (the display, the agent's status, the locker on disk, the
 // keyboard grab); this turns them into findings, each problem with what to do.
 
-/// `xidlelock doctor [--json] [--socket PATH]`.
+/// `xidlelock doctor [--json] [--socket PATH] [--policy FILE]`.
 public struct DoctorOptions: Equatable, Sendable {
     public var json = false
     public var socket: String?
+    /// A profile to hold the running agent against (see `PolicyCheck`).
+    public var policy: String?
 
     static let specs: [OptionSpec<DoctorOptions>] = [
         OptionSpec("--json", nil, "Print the findings as JSON.") { o, _ in o.json = true },
         OptionSpec("--socket", "PATH", "The agent's control socket (default: $XDG_RUNTIME_DIR/xidlelock/DISPLAY.sock).") { o, v throws(UsageError) in
             o.socket = try AgentOptions.socketPath(v)
+        },
+        OptionSpec("--policy", "FILE", "Check the running agent against a profile instead: a policy file whose every setting must be in force and set by the admin's policy (e.g. /usr/share/doc/xidlelock/examples/policy.stig); exit 0 only when all are met.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError("--policy: the path is empty") }
+            o.policy = v
         },
     ]
 }

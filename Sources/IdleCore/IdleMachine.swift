@@ -177,6 +177,9 @@ public struct IdleMachine: Sendable {
             lastActivityAt = Instant(monotonic: now.monotonic - serverIdle, boottime: now.boottime - serverIdle)
             awaitSources(awaiting, now)
             out.append(.log(.info, "started; idle for \(serverIdle) already; " + describeStages()))
+            // Before the wait for what the sources hold: no hold defers this lock, and
+            // like any lock only the locker's unlock ends it.
+            if config.lockAtStart { lockRequest(from: "the start (--lock-at-start)", now, &out) }
         case .input:
             lastInput = now
             activity(at: now, now, &out, byInput: true)

@@ -26,7 +26,7 @@ public enum Invocation: Equatable, Sendable {
         CommandDoc(name: "idle", synopsis: "xidlelock idle [--format FORMAT]",
                    abstract: "Print the X server's idle time in milliseconds, like xprintidle. Needs no agent.",
                    options: IdleFormat.specs.map(\.doc)),
-        CommandDoc(name: "doctor", synopsis: "xidlelock doctor [--json] [--socket PATH]",
+        CommandDoc(name: "doctor", synopsis: "xidlelock doctor [--json] [--socket PATH] [--policy FILE]",
                    abstract: "Say why the screen would or would not lock now, each problem with what to do; exit 0 only when a lock would happen.",
                    options: DoctorOptions.specs.map(\.doc)),
         CommandDoc(name: "completions", synopsis: "xidlelock completions bash|zsh|fish",

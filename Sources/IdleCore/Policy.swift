@@ -21,6 +21,8 @@ public struct Policy: Equatable, Sendable {
     public var ignoreScreensaverReset = false
     /// Lock the moment another session comes to the front.
     public var lockOnSwitch = false
+    /// Lock the moment the agent starts.
+    public var lockAtStart = false
 
     public init() {}
 
@@ -46,6 +48,9 @@ public struct Policy: Equatable, Sendable {
         OptionSpec("--lock-on-switch", nil, "As --lock-on-switch: lock the moment another session comes to the front.") { p, _ in
             p.lockOnSwitch = true
         },
+        OptionSpec("--lock-at-start", nil, "As --lock-at-start: lock the moment the agent starts.") { p, _ in
+            p.lockAtStart = true
+        },
     ]
 
     static func inhibitorSources(_ text: String) throws(UsageError) -> Set<InhibitorSource> {
@@ -70,11 +75,36 @@ public struct PolicyReport: Equatable, Sendable {
     public var changes: [String] = []
     /// Lines that could not be read: each made the agent `secure`.
     public var errors: [String] = []
+    /// Each setting the file made, as written (`max-lock-after`, `15m`, `PATH:LINE`): what
+    /// `doctor --policy` holds against a profile's requirements.
+    public var settings: [ReportedSetting] = []
 
-    public init(path: String, changes: [String] = [], errors: [String] = []) {
+    public init(path: String, changes: [String] = [], errors: [String] = [], settings: [ReportedSetting] = []) {
         self.path = path
         self.changes = changes
         self.errors = errors
+        self.settings = settings
+    }
+}
+
+extension Policy {
+    /// The lines of a policy file (the admin's, or a profile of requirements): the policy
+    /// they make, each setting read, and each line that could not be ("PATH:LINE: what").
+    static func read(_ lines: [(Int, String?)], path: String) -> (policy: Policy, settings: [ReportedSetting], errors: [String]) {
+        var policy = Policy()
+        var settings: [ReportedSetting] = []
+        var errors: [String] = []
+        for (k, line) in lines {
+            do throws(UsageError) {
+                guard let line else { throw UsageError("not UTF-8 text") }
+                guard let (flag, value) = try ConfigText.setting(line[...], table: Policy.specs) else { continue }
+                try Policy.specs.first { $0.flag == flag }?.apply(&policy, value)
+                settings.append(ReportedSetting(name: String(flag.dropFirst(2)), value: value, from: "\(path):\(k)"))
+            } catch {
+                errors.append("\(path):\(k): \(error.message)")
+            }
+        }
+        return (policy, settings, errors)
     }
 }
 
@@ -94,17 +124,11 @@ extension AgentOptions {
             report.errors.append("\(path): cannot be read (\(reason)); enforcing secure")
             policy.secure = true
         case .bytes, .text:
-            for (k, line) in ConfigText.lines(contents) ?? [] {
-                let at = "\(path):\(k)"
-                do throws(UsageError) {
-                    guard let line else { throw UsageError("not UTF-8 text") }
-                    guard let (flag, value) = try ConfigText.setting(line[...], table: Policy.specs) else { continue }
-                    try Policy.specs.first { $0.flag == flag }?.apply(&policy, value)
-                } catch {
-                    report.errors.append("\(at): \(error.message); enforcing secure")
-                    policy.secure = true
-                }
-            }
+            let read = Policy.read(ConfigText.lines(contents) ?? [], path: path)
+            policy = read.policy
+            report.settings = read.settings
+            report.errors = read.errors.map { $0 + "; enforcing secure" }
+            if !read.errors.isEmpty { policy.secure = true }
         }
         report.changes = enforce(policy, from: path)
         self.policy = report
@@ -172,6 +196,11 @@ extension AgentOptions {
             lockOnSwitch = true
             origins["--lock-on-switch"] = .policy(path: path)
             changes.append("lock-on-switch: the screen locks the moment another session comes to the front")
+        }
+        if policy.lockAtStart && !lockAtStart {
+            lockAtStart = true
+            origins["--lock-at-start"] = .policy(path: path)
+            changes.append("lock-at-start: the screen locks the moment the agent starts")
         }
         if policy.ignoreScreensaverReset && !ignoreScreensaverReset {
             ignoreScreensaverReset = true

@@ -64,9 +64,7 @@ extension IdleMachine {
             ("last_suspend_gap", lastSuspendGap.map { gap in
                 .object([("length_ms", ms(gap.length)), ("ago_ms", ms(now.boottime - gap.noticedAt))])
             } ?? .null),
-            ("settings", .array(config.settings.map { setting in
-                .object([("name", .string(setting.name)), ("value", .string(setting.value)), ("from", .string(setting.from))])
-            })),
+            ("settings", .array(config.settings.map(\.json))),
             ("config_files", .array(config.configFiles.map(JSONValue.string))),
             // Files and lines skipped: each "PATH[:LINE]: what is wrong; … skipped".
             ("config_errors", .array(config.configProblems.map { .string($0.description) })),
@@ -75,6 +73,8 @@ extension IdleMachine {
                     ("file", .string(policy.path)),
                     ("changes", .array(policy.changes.map(JSONValue.string))),
                     ("errors", .array(policy.errors.map(JSONValue.string))),
+                    // What the file sets, as written: `doctor --policy` holds a profile against it.
+                    ("settings", .array(policy.settings.map(\.json))),
                 ])
             } ?? .null),
             // Each stage: its time in force, whether it is held and by what (a disable,
@@ -101,6 +101,10 @@ extension IdleMachine {
             } ?? .null),
         ]
     }
+}
+
+extension ReportedSetting {
+    var json: JSONValue { .object([("name", .string(name)), ("value", .string(value)), ("from", .string(from))]) }
 }
 
 extension IdleMachine {

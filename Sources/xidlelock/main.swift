@@ -26,7 +26,7 @@ do {
         emit(Completions.script(for: shell), to: 1)
         status = 0
     case .doctor(let options):
-        status = DoctorCommand.run(options)
+        status = try DoctorCommand.run(options)
     case .idle(let format):
         try IdleQuery.run(format)
         status = 0

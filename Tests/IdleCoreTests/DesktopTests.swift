@@ -229,3 +229,56 @@ struct BeforeSleepTests {
         #expect(end.logs(.warning).contains { $0.contains("before-sleep hook did not end") })
     }
 }
+
+/// KDE's LockOnStart: an auto-login kiosk, a session restored without a password.
+@Suite("--lock-at-start")
+struct LockAtStartTests {
+    @Test("the locker starts with the agent, before the sources have said what they hold")
+    func locksAtOnce() {
+        var s = Story(Story.config(["--lock-after", "1h", "--lock-at-start"]), awaiting: [.dbus, .logind, .x])
+        #expect(s.actions.lockerStarts == 1, "\(s.actions)")
+        #expect(s.actions.logs(containing: "lock requested by the start (--lock-at-start)").count == 1)
+        let covered = s.wait(for: .ms(10))
+        #expect(covered.lockedHints == [true], "LockedHint once the locker holds the screen")
+    }
+
+    @Test("a hold, a disable or input does not end it; a locker that returns at once or fails is started again")
+    func heldUntilUnlock() {
+        var s = Story(Story.config(["--lock-after", "1h", "--lock-at-start"]), awaiting: [.dbus])
+        s.send(.holdsNow(HoldReport(HoldOwner(.dbus, ""), [HoldClaim(key: "1", who: "film", why: "playing", span: nil)])))
+        s.send(.disable(for: nil))
+        s.input()
+        #expect(s.machine.isLocked)
+        s.advance(by: .ms(50))
+        s.lockerExits(.exited(0))  // returned at once: never held the screen
+        s.wait(for: .seconds(1))
+        s.lockerExits(.exited(1))
+        s.wait(for: .seconds(5))
+        #expect(s.actions.lockerStarts == 3, "\(s.actions.logs(.error))")
+        #expect(s.machine.lockerActive)
+        s.wait(for: .seconds(5))
+        let unlocked = s.lockerExits(.exited(0))
+        #expect(unlocked.lockedHints == [false])
+        #expect(!s.machine.lockerActive)
+    }
+
+    @Test("without it the start waits, as ever; the policy's lock-at-start the user cannot undo")
+    func flagAndPolicy() throws {
+        var plain = Story(Story.config(["--lock-after", "1h"]), awaiting: [.dbus])
+        plain.wait(for: .seconds(10))
+        #expect(plain.actions.lockerStarts == 0)
+
+        let sources = ConfigSources(read: { $0 == "/etc/xidlelock/policy" ? .text("lock-at-start\n") : .missing }, variable: { _ in nil })
+        guard case .agent(let options) = try Invocation.parse(["--lock-after", "1h"], sources: sources) else {
+            Issue.record("not an agent invocation")
+            return
+        }
+        #expect(options.lockAtStart)
+        #expect(options.policy?.changes == ["lock-at-start: the screen locks the moment the agent starts"])
+        let setting = options.config(locker: "lock-screen").settings.first { $0.name == "lock-at-start" }
+        #expect(setting?.from == "policy /etc/xidlelock/policy")
+        var s = Story(options.config(locker: "lock-screen"))
+        #expect(s.actions.lockerStarts == 1)
+        s.wait(for: .seconds(1))
+    }
+}

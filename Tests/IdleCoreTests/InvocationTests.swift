@@ -157,7 +157,7 @@ struct AgentFlagTests {
             "--lock-after", "--lock-after-on-battery", "--screen-off-after-lock", "--screen-off-after-lock-on-battery",
             "--locker", "--notify-before", "--notifier", "--on-unlock",
             "--on-unlock-interval", "--ignore-screensaver-reset", "--suspend-resets-idle",
-            "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--lock-on-switch", "--before-sleep",
+            "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--lock-on-switch", "--lock-at-start", "--before-sleep",
             "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-screensaver-service",
             "--no-logind", "--not-when-fullscreen", "--not-when-audio", "--corners", "--corner-delay",
             "--corner-size", "--config", "--no-config", "--verbose", "--quiet",

@@ -143,3 +143,47 @@ struct HookEnvironmentTests {
         #expect(env?["XIDLELOCK_IDLE_MS"] == "600250")
     }
 }
+
+/// PCI DSS 8.2.8 staged: lock at 15 minutes, log off after an hour. The log-off stage
+/// comes after the lock and must fire while the locker still holds the screen.
+@Suite("A stage after the lock (log off after a time locked)")
+struct StageAfterLockTests {
+    static let flags = ["--lock-after", "15m", "--stage", "logoff=1h:loginctl terminate-session \"$XDG_SESSION_ID\""]
+
+    @Test("the log-off stage fires at 1h of idle while the locker runs, once")
+    func firesWhileLocked() {
+        var s = Story(Story.config(Self.flags))
+        s.expectLock(1, exactlyAt: Story.at(.minutes(15)))
+        s.wait(until: Story.at(.hours(1)) - .ms(1))
+        #expect(s.actions.runs(.stage(1)).isEmpty, "not before its time")
+        let fired = s.wait(until: Story.at(.hours(1)))
+        #expect(fired.commands(.stage(1)) == ["loginctl terminate-session \"$XDG_SESSION_ID\""])
+        #expect(fired.runs(.stage(1)).first?["XIDLELOCK_IDLE_MS"] == "3600000")
+        #expect(s.machine.isLocked && s.machine.supervisor.covers, "the screen stays locked")
+        s.wait(for: .hours(5))
+        #expect(s.actions.runs(.stage(1)).count == 1, "once per idle period")
+        #expect(s.actions.lockerStarts == 1)
+    }
+
+    @Test("a locker that fails and is restarted does not move the log-off")
+    func firesWhileTheLockerIsRestarted() {
+        var s = Story(Story.config(Self.flags))
+        s.wait(until: Story.at(.minutes(30)))
+        s.lockerExits(.killed(signal: 9))
+        s.wait(until: Story.at(.hours(1)))
+        #expect(s.actions.runs(.stage(1)).count == 1)
+        #expect(s.actions.lockerStarts == 2)
+    }
+
+    @Test("input at the lock screen (a failed password, a nudged mouse) is activity: the hour starts again")
+    func inputAtTheLockScreenRestartsTheCount() {
+        var s = Story(Story.config(Self.flags))
+        s.wait(until: Story.at(.minutes(30)))
+        s.input()
+        s.wait(until: Story.at(.hours(1)))
+        #expect(s.actions.runs(.stage(1)).isEmpty)
+        s.wait(until: Story.at(.minutes(90)))
+        #expect(s.actions.runs(.stage(1)).count == 1, "an hour after the last input")
+        #expect(s.actions.lockerStarts == 1, "still the first locker")
+    }
+}

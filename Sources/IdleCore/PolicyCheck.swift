@@ -1,0 +1,204 @@
+// `xidlelock doctor --policy FILE`: does the running agent meet a compliance profile?
+// The profile is a policy file (the same grammar, e.g. the example policy.stig) read
+// as requirements: each setting it makes must be in force in the agent, and locked
+// against the user, that is set (as strictly) by the admin's policy the agent runs
+// with. The edge reads the file and asks the agent's status; this decides.
+
+/// One requirement of the profile, met or not, in words.
+public struct PolicyRequirement: Equatable, Sendable {
+    /// The profile's line (`max-lock-after 15m`), or what every profile asks (`agent`).
+    public var requirement: String
+    public var met: Bool
+    public var detail: String
+}
+
+public struct PolicyCheckReport: Equatable, Sendable {
+    public var profile: String
+    public var requirements: [PolicyRequirement]
+
+    public var met: Bool { requirements.allSatisfy(\.met) }
+
+    public var text: String {
+        var lines = requirements.map { ($0.met ? "met" : "NOT MET").padding(to: 8) + " " + $0.requirement + ": " + $0.detail }
+        let unmet = requirements.filter { !$0.met }.count
+        lines.append(unmet == 0
+            ? "=> the agent meets every requirement of \(profile)"
+            : "=> \(unmet) of \(requirements.count) requirements of \(profile) NOT met")
+        return lines.joined(separator: "\n")
+    }
+
+    public var json: JSONValue {
+        .object([
+            ("profile", .string(profile)),
+            ("met", .bool(met)),
+            ("requirements", .array(requirements.map { r in
+                .object([("requirement", .string(r.requirement)), ("met", .bool(r.met)), ("detail", .string(r.detail))])
+            })),
+        ])
+    }
+}
+
+public enum PolicyCheck {
+    /// The profile's requirements, in its order. A line it cannot read, or a file that
+    /// sets nothing (which every agent would meet), is an error naming what is wrong.
+    public static func requirements(_ contents: FileContents, path: String) throws(UsageError) -> [ReportedSetting] {
+        switch contents {
+        case .missing: throw UsageError("doctor --policy: \(path) does not exist")
+        case .unreadable(let reason): throw UsageError("doctor --policy: \(path) cannot be read (\(reason))")
+        case .bytes, .text: break
+        }
+        let read = Policy.read(ConfigText.lines(contents) ?? [], path: path)
+        if let first = read.errors.first {
+            throw UsageError("doctor --policy: \(first)" + (read.errors.count > 1 ? " (and \(read.errors.count - 1) more lines)" : ""))
+        }
+        guard !read.settings.isEmpty else {
+            throw UsageError("doctor --policy: \(path) sets no requirement (write the policy settings it asks for, e.g. max-lock-after 15m)")
+        }
+        return read.settings
+    }
+
+    /// Holds the agent's `status` (nil: no agent answered, for `agentProblem`) against
+    /// the profile's requirements.
+    public static func check(_ profile: [ReportedSetting], path: String, status: JSONValue?,
+                             agentProblem: String? = nil) -> PolicyCheckReport {
+        func line(_ r: ReportedSetting) -> String { r.value.isEmpty ? r.name : "\(r.name) \(r.value)" }
+        guard let status else {
+            let why = (agentProblem ?? "no agent answers") + ": nothing can be checked"
+            return PolicyCheckReport(profile: path, requirements: [PolicyRequirement(requirement: "agent", met: false, detail: why)]
+                + profile.map { PolicyRequirement(requirement: line($0), met: false, detail: "no agent answers") })
+        }
+        var requirements = [PolicyRequirement(requirement: "agent", met: true, detail: "answers (state \(status["state"]?.string ?? "?"))")]
+        let agent = AgentFacts(status)
+        requirements.append(agent.policyRequirement)
+        for r in profile {
+            let (met, detail) = agent.meets(r)
+            requirements.append(PolicyRequirement(requirement: line(r), met: met, detail: detail))
+        }
+        return PolicyCheckReport(profile: path, requirements: requirements)
+    }
+
+    /// What the status says of the settings in force and of the admin's policy.
+    struct AgentFacts {
+        let status: JSONValue
+        /// The admin's policy file, its settings as written (last one wins), its errors.
+        let policyFile: String?
+        let policy: [String: String]
+        let policyErrors: [String]
+        /// The status reports the policy's settings (older agents do not).
+        let policyReported: Bool
+        /// The settings in force (`status.settings`), by name.
+        let settings: [String: String]
+
+        init(_ status: JSONValue) {
+            self.status = status
+            let policy = status["policy"].flatMap { $0 == .null ? nil : $0 }
+            policyFile = policy?["file"]?.string
+            self.policy = Self.values(policy?["settings"])
+            if case .array(let errors)? = policy?["errors"] { policyErrors = errors.compactMap(\.string) } else { policyErrors = [] }
+            policyReported = policy?["settings"] != nil
+            settings = Self.values(status["settings"])
+        }
+
+        /// A list of `{name, value}` settings by name; the last of a name wins, as in a file.
+        static func values(_ list: JSONValue?) -> [String: String] {
+            guard case .array(let items)? = list else { return [:] }
+            var values: [String: String] = [:]
+            for item in items { if let name = item["name"]?.string { values[name] = item["value"]?.string ?? "" } }
+            return values
+        }
+
+        /// Every profile asks that the admin's policy be in force and read whole: a
+        /// requirement met only by the user's own settings is one the user can undo.
+        var policyRequirement: PolicyRequirement {
+            guard let file = policyFile else {
+                return PolicyRequirement(requirement: "policy", met: false,
+                                         detail: "the agent runs without an admin's policy (/etc/xidlelock/policy): every setting is the user's to change")
+            }
+            if !policyErrors.isEmpty {
+                return PolicyRequirement(requirement: "policy", met: false,
+                                         detail: "\(file) has lines the agent could not read (it runs secure meanwhile): " + policyErrors.joined(separator: "; "))
+            }
+            guard policyReported else {
+                return PolicyRequirement(requirement: "policy", met: false,
+                                         detail: "\(file) is in force, but this agent does not report its settings (an older version): restart it")
+            }
+            return PolicyRequirement(requirement: "policy", met: true, detail: "\(file) is in force, every line read")
+        }
+
+        var secureByPolicy: Bool { policy["secure"] != nil }
+
+        func duration(_ text: String?) -> Millis? { text.flatMap(Millis.init(parsing:)) }
+
+        /// Whether the agent meets one requirement, and why (not) in words.
+        func meets(_ r: ReportedSetting) -> (Bool, String) {
+            let file = policyFile ?? "the policy"
+            switch r.name {
+            case "max-lock-after":
+                guard let limit = duration(r.value) else { return (false, "'\(r.value)' is not a duration") }
+                guard case .array(let stages)? = status["stages"],
+                      let lock = stages.first(where: { $0["role"]?.string == "lock" })?["idle_ms"]?.integer else {
+                    return (false, "the agent reports no lock time")
+                }
+                let lockAfter = Millis(lock)
+                guard lockAfter <= limit else { return (false, "the agent locks after \(lockAfter), above \(limit)") }
+                guard let cap = duration(policy["max-lock-after"]) else {
+                    return (false, "the agent locks after \(lockAfter), but its policy sets no max-lock-after: the user can set a longer lock time")
+                }
+                guard cap <= limit else {
+                    return (false, "the agent locks after \(lockAfter), but \(file) lets the user set up to \(cap), above \(limit)")
+                }
+                return (true, "the agent locks after \(lockAfter); \(file) keeps it at \(cap) or less")
+            case "secure":
+                return flag("secure", "nothing may hold the lock off or stop the agent (no disable, inhibit or quit)")
+            case "ignore-screensaver-reset":
+                if secureByPolicy && settings["secure"] == "yes" { return (true, "\(file) sets secure, which counts only real input") }
+                return flag("ignore-screensaver-reset", "only real input counts as activity")
+            case "lock-on-switch", "lock-at-start":
+                return flag(r.name, r.name == "lock-on-switch" ? "the screen locks when another session comes to the front"
+                                                                : "the screen locks the moment the agent starts")
+            case "lock-on-card-removal":
+                guard let card = status["card"], card != .null, let on = card["lock_on_removal"]?.bool else {
+                    return (false, "this agent has no card removal (lock-on-card-removal): it does not lock when the smart card is removed")
+                }
+                guard on else { return (false, "the agent does not lock when the smart card is removed") }
+                if let error = card["error"]?.string { return (false, "the agent cannot watch the smart card: \(error)") }
+                guard policy["lock-on-card-removal"] != nil else {
+                    return (false, "the agent locks when the smart card is removed, but \(file) does not set lock-on-card-removal: the user can turn it off")
+                }
+                return (true, "removing the smart card locks the screen; set by \(file)")
+            case "locker":
+                guard settings["locker"] == r.value else { return (false, "the agent's locker is `\(settings["locker"] ?? "?")`, not `\(r.value)`") }
+                guard policy["locker"] == r.value else { return (false, "the locker is `\(r.value)`, but \(file) does not set it: the user can change it") }
+                return (true, "`\(r.value)`, set by \(file)")
+            case "inhibit-from":
+                if secureByPolicy { return (true, "\(file) sets secure: nothing holds the lock off") }
+                guard let allowed = try? Policy.inhibitorSources(r.value) else { return (false, "'\(r.value)' is not a list of sources") }
+                guard let text = policy["inhibit-from"], let given = try? Policy.inhibitorSources(text) else {
+                    return (false, "\(file) sets neither inhibit-from nor secure: every source may hold the lock off")
+                }
+                let extra = InhibitorSource.allCases.filter { given.contains($0) && !allowed.contains($0) }.map(\.rawValue)
+                guard extra.isEmpty else { return (false, "\(file) also lets \(extra.joined(separator: ", ")) hold the lock off") }
+                return (true, "\(file) lets only \(text) hold the lock off")
+            case "max-inhibit":
+                if secureByPolicy { return (true, "\(file) sets secure: nothing holds the lock off") }
+                guard let limit = duration(r.value) else { return (false, "'\(r.value)' is not a duration") }
+                guard let max = duration(policy["max-inhibit"]) else {
+                    return (false, "\(file) sets neither max-inhibit nor secure: holds may keep the screen unlocked for ever")
+                }
+                guard max <= limit else { return (false, "\(file) lets holds keep the screen unlocked for \(max), above \(limit)") }
+                return (true, "\(file) ends every hold \(max) after the last input at the latest")
+            default:
+                // A setting this doctor does not know how to check is never passed silently.
+                return (false, "this doctor cannot check '\(r.name)'")
+            }
+        }
+
+        /// A switch the policy must set, and that must be in force.
+        func flag(_ name: String, _ meaning: String) -> (Bool, String) {
+            let file = policyFile ?? "the policy"
+            guard settings[name] == "yes" else { return (false, "not in force: the agent runs without \(name)") }
+            guard policy[name] != nil else { return (false, "in force, but not set by \(file): the user can turn it off") }
+            return (true, "\(meaning); set by \(file)")
+        }
+    }
+}
