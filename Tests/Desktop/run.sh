@@ -15,6 +15,8 @@
 #                e a locker that never grabs: the sleep still goes ahead
 #                f a playing video (mpv) holds the lock off
 #                g a package upgrade while locked: the locker stays, no second locker
+#                h the monitor off once locked (DPMS), on at input; a stage run again after a
+#                  resume without input (QMP's system_wakeup is no input)
 #   --keep       leave the VM running afterwards (Tests/Desktop/shutdown.sh stops it)
 #   --no-boot    use the VM that is already running (with --keep, for iterating)
 #
@@ -24,7 +26,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 REPO=$(cd "$HERE/../.." && pwd)
 
-DEB='' ONLY=a,b,c,d,e,f,g KEEP=0 BOOT=1
+DEB='' ONLY=a,b,c,d,e,f,g,h KEEP=0 BOOT=1
 while [ $# -gt 0 ]; do
     case $1 in
         --deb) DEB=$2; shift 2 ;;
@@ -382,6 +384,37 @@ if want g; then
         pgrep_out=$(R pgrep -x i3lock); [ -n "$pgrep_out" ] && { unlock; sleep 1.5; }
     fi
     note "then: agent state $(jget state <<<"$(status_json)"), logind $(hints)"
+fi
+
+# ---- (h) the monitor off once locked; a stage run again after a resume without input ------------
+if want h; then
+    fresh
+    R rm -f /home/alice/marks
+    A xset -dpms    # the server's own setting, to be put back at the unlock
+    set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER" "screen-off-after-lock 10s" \
+        "stage mark=$((LOCK_AFTER + 10))s:echo mark >> /home/alice/marks"
+    restart_agent
+    monitor() { A xset q | awk '/Monitor is/ { print $3 }'; }
+    wait_locker $((LOCK_AFTER + 10)); t_lock=$(now)
+    if wait_guest 30 "runuser -u alice -- env $ALICE_ENV xset q | grep -q 'Monitor is Off'"; then off1=$(dt "$t_lock" "$(now)"); else off1=never; fi
+    wait_guest 20 'test -s /home/alice/marks'
+    activity; sleep 1; m_input=$(monitor)
+    if wait_guest 30 "runuser -u alice -- env $ALICE_ENV xset q | grep -q 'Monitor is Off'"; then off2=yes; else off2=no; fi
+    check "(h) monitor off once locked" $([ "$off1" != never ] && [ "$m_input" = On ] && [ "$off2" = yes ]; echo $?) \
+        "the locker seen, then the monitor off ${off1} s later (--screen-off-after-lock 10s; DPMSInfo through xset q); on at input: $m_input; off again: $off2"
+    # the input above began an idle period: the stage fires in it, then the machine sleeps
+    wait_guest $((LOCK_AFTER + 30)) '[ "$(wc -l < /home/alice/marks)" -ge 2 ]'
+    marks1=$(R sh -c 'wc -l < /home/alice/marks')
+    suspend_cycle rearm    # woken by QMP's system_wakeup: no input
+    if wait_guest $((LOCK_AFTER + 30)) '[ "$(wc -l < /home/alice/marks)" -ge 3 ]'; then again=yes; else again=no; fi
+    marks2=$(R sh -c 'wc -l < /home/alice/marks'); n=$(nlockers)
+    check "(h) a stage runs again after a resume without input" $([ "$marks1" = 2 ] && [ "$again" = yes ] && [ "$n" = 1 ]; echo $?) \
+        "the stage at $((LOCK_AFTER + 10)) s had run in this idle period before the sleep ($marks1 runs in all), and ran again after a resume with no input ($marks2 in all); $n locker"
+    unlock; sleep 1
+    dpms=$(A xset q | awk '/DPMS is/ { print $3 }')
+    check "(h) the server's DPMS setting back at the unlock" $([ "$dpms" = Disabled ]; echo $?) "DPMS is $dpms after the unlock (it was Disabled before the lock)"
+    set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
+    restart_agent
 fi
 
 agent_log 0 >"$XDL_RUN/agent.log" 2>&1
