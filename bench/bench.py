@@ -389,7 +389,30 @@ HEURISTICS = {
     "--not-when-audio, a stream plays": ["--not-when-audio"],
     "--corners +-0+": ["--corners", "+-0+"],
     "all on, a stream plays": ["--not-when-fullscreen", "--not-when-audio", "--corners", "+-0+"],
+    # UPower followed on a system bus (python3-dbusmock's upower template), a screen-off
+    # timer set, a stage that fires through audio holds.
+    "UPower, screen off, a stage ignore=audio": ["--lock-after-on-battery", "30m", "--screen-off-after-lock", "30s",
+                                                  "--stage", "dim=50m on-battery=20m ignore=audio:true"],
 }
+
+
+class SystemBus:
+    """A private dbus-daemon standing in for the system bus, with UPower's mock on it."""
+
+    def __init__(self, tmp):
+        self.daemon = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address"],
+                                       stdout=subprocess.PIPE, text=True, preexec_fn=_child_setup)
+        self.address = self.daemon.stdout.readline().strip()
+        self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address)
+        self.mock = start(["/usr/bin/python3", "-m", "dbusmock", "--system", "--template", "upower"], env=self.env)
+        if not wait_for(lambda: subprocess.run(["dbus-send", f"--bus={self.address}", "--print-reply", "--dest=org.freedesktop.UPower",
+                                                "/org/freedesktop/UPower", "org.freedesktop.DBus.Peer.Ping"],
+                                               capture_output=True).returncode == 0, 15):
+            raise RuntimeError("UPower's mock did not start")
+
+    def close(self):
+        stop(self.mock)
+        stop(self.daemon)
 
 
 class SoundServer:
@@ -432,9 +455,14 @@ def bench_heuristics(window, samples, motions, repeats):
     silent = SoundServer(os.path.join(tmp, "silent"))
     player = sound.play()
 
+    system = SystemBus(tmp)
+
     def env_for(x, name):
         server = silent if name == "--not-when-audio, nothing plays" else sound
-        return dict(x.env, PULSE_SERVER=server.env["PULSE_SERVER"])
+        env = dict(x.env, PULSE_SERVER=server.env["PULSE_SERVER"])
+        if name.startswith("UPower"):
+            env["DBUS_SYSTEM_BUS_ADDRESS"] = system.address
+        return env
     servers, agents = {}, {}
     try:
         for name, flags in HEURISTICS.items():
@@ -484,6 +512,7 @@ def bench_heuristics(window, samples, motions, repeats):
         stop(player)
         sound.close()
         silent.close()
+        system.close()
         shutil.rmtree(tmp, ignore_errors=True)
     result = {}
     for name in HEURISTICS:
