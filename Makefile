@@ -107,8 +107,8 @@ fuzz: deps
 fuzz-short: deps
 	SWIFTC=$(SWIFTC) FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS) sh fuzz/run.sh
 
-# The unit-test targets (IdleCoreTests, AgentTests) under
-# AddressSanitizer and UndefinedBehaviorSanitizer, each in its own scratch folder.
+# The unit-test targets (IdleCoreTests, AgentTests) under AddressSanitizer and
+# UndefinedBehaviorSanitizer, in one build of their own (.build-asan).
 check-sanitizers: deps
 	SWIFT=$(SWIFT) sh .ci/check-sanitizers
 
