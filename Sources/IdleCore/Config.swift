@@ -60,6 +60,8 @@ public struct AgentConfig: Equatable, Sendable {
     public var lockBeforeSleep: Bool = true
     /// Lock the moment another session comes to the front (`--lock-on-switch`).
     public var lockOnSwitch = false
+    /// Lock when a card that counts is taken out (`--lock-on-card-removal`); nil: off.
+    public var cardRemoval: CardSettings?
     public var beforeSleep: String?
     public var afterResume: String?
     /// `--corners`; nil when no corner does anything.

@@ -63,6 +63,8 @@ public enum Event: Equatable, Sendable {
     case sessionActive(Bool)
     /// Where the pointer rests: the answer to `.checkPointerCorner`.
     case pointerRests(PointerRest)
+    /// What pcscd sees of the smart card readers (`--lock-on-card-removal`).
+    case cards(CardReport)
 }
 
 /// Someone holding the lock off, as the machine admitted it.
@@ -151,6 +153,12 @@ public enum Announcement: Equatable, Sendable {
     /// when the sleep was let go.
     case sleeping(covered: Bool)
     case resumed
+    /// A card in a reader, at the start or inserted since; `counts`: its removal locks.
+    case cardInserted(reader: String, atr: String, counts: Bool)
+    /// A card taken out (or its reader unplugged); `locks`: it counted, and the screen locks.
+    case cardRemoved(reader: String, atr: String, locks: Bool)
+    /// pcscd cannot be watched (why), or can again (nil).
+    case cardWatch(error: String?)
 }
 
 /// Which of the agent's children a process is.

@@ -65,6 +65,8 @@ public struct IdleMachine: Sendable {
     var restingAt: PointerPosition?
     /// Where the pointer rested when a corner last locked: the same rest does not lock twice.
     var cornerLockedAt: PointerPosition?
+    /// pcscd's readers and their cards (`--lock-on-card-removal`).
+    var cards = CardBook()
 
     /// What is said once only: disagreements of the two idle sources, refused resets.
     enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted, resetRefusedSocket, resetRefusedBus, disableRefused, quitRefused, switchBackReset }
@@ -214,6 +216,8 @@ public struct IdleMachine: Sendable {
             sessionActive(active, now, &out)
         case .pointerRests(let rest):
             pointerRests(rest, now, &out)
+        case .cards(let report):
+            cardsReported(report, now, &out)
         }
         endStartupWaitIfDue(now, &out)
         checkCornerIfDue(now, &out)

@@ -25,6 +25,12 @@ public enum JSONValue: Equatable, Sendable {
         return nil
     }
 
+    public subscript(index: Int) -> JSONValue? {
+        if case .array(let items) = self, items.indices.contains(index) { return items[index] }
+        return nil
+    }
+
+    public var array: [JSONValue]? { if case .array(let items) = self { items } else { nil } }
     public var string: String? { if case .string(let s) = self { s } else { nil } }
     public var bool: Bool? { if case .bool(let b) = self { b } else { nil } }
     public var number: Double? { if case .number(let n) = self { n } else { nil } }

@@ -156,7 +156,8 @@ struct AgentFlagTests {
         #expect(run.options.map(\.flag) == [
             "--lock-after", "--locker", "--notify-before", "--notifier", "--on-unlock",
             "--on-unlock-interval", "--ignore-screensaver-reset", "--suspend-resets-idle",
-            "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--lock-on-switch", "--before-sleep",
+            "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--lock-on-switch",
+            "--lock-on-card-removal", "--card-atr", "--before-sleep",
             "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-screensaver-service",
             "--no-logind", "--not-when-fullscreen", "--not-when-audio", "--corners", "--corner-delay",
             "--corner-size", "--config", "--no-config", "--verbose", "--quiet",
