@@ -186,3 +186,22 @@ struct CardTests {
         #expect(s.cardStatus["removal_locks"]?.integer == 0)
     }
 }
+
+@Suite("Doctor on smart cards")
+struct CardDoctorTests {
+    @Test("a lost pcscd is a warning naming the policy; readers and cards are listed")
+    func findings() {
+        var s = Story(flags: "--lock-after", "1h", "--lock-on-card-removal")
+        s.send(.cards(.readers([reader()])))
+        var facts = DoctorFacts()
+        facts.status = .object(s.machine.statusFields(at: Instant(monotonic: .zero, boottime: s.now), lockerPid: nil))
+        let ok = Doctor.diagnose(facts).findings.filter { $0.check == "smart cards" }
+        #expect(ok.map(\.level) == [.ok])
+        #expect(ok.first?.detail.contains("Virtual PCD 00 00: card \(viccATR) (its removal locks)") == true)
+        s.send(.cards(.unavailable("pcscd is not running (no service)")))
+        facts.status = .object(s.machine.statusFields(at: Instant(monotonic: .zero, boottime: s.now), lockerPid: nil))
+        let lost = Doctor.diagnose(facts).findings.filter { $0.check == "smart cards" }
+        #expect(lost.map(\.level) == [.warning])
+        #expect(lost.first?.detail.contains("pcscd is not running") == true)
+    }
+}
