@@ -62,11 +62,9 @@ LONG SCardCancel(SCARDCONTEXT context);
 XIL_PCSC_FUNCTIONS(XIL_DLSYM_POINTER)
 
 int xil_card_load(char *error, size_t size) {
-    static int loaded;
-    if (loaded) return 0;
-    if (XIL_LOAD_LIST("libpcsclite.so.1", XIL_PCSC_FUNCTIONS, NULL, error, size) != 0) return -1;
-    loaded = 1;
-    return 0;
+    /* The last pointer is set only once every one before it is. */
+    if (p_SCardCancel) return 0;
+    return XIL_LOAD_LIST("libpcsclite.so.1", XIL_PCSC_FUNCTIONS, NULL, error, size);
 }
 
 /* MARK: The watching thread */

@@ -32,15 +32,22 @@ extension Sandbox {
     /// the removal) and holds the screen until `unlock` appears.
     static let timedLocker = "date +%s%6N >> locker.started; " + Script.grabbingLocker()
 
+    /// pcscd, an agent that locks on card removal, and vicc's card put in after its
+    /// start (the reader seen empty first), which counts.
+    func agentWithCard(_ s: Sandbox) async throws -> (SmartCards, AgentProcess) {
+        let cards = try SmartCards(in: s)
+        try await cards.start()
+        let agent = try await s.startCardAgent(["--lock-after", "1h", "--lock-on-card-removal", "--locker", Self.timedLocker], cards: cards)
+        try await s.waitForCard("absent")
+        try await cards.insert()
+        try await s.waitForCard("present", counts: true)
+        return (cards, agent)
+    }
+
     @Test("a card inserted after the start, taken out: the screen is locked within 500 ms; status and the log show it")
     func removalLocks() async throws {
         try await Sandbox.with { s in
-            let cards = try SmartCards(in: s)
-            try await cards.start()
-            let agent = try await s.startCardAgent(["--lock-after", "1h", "--lock-on-card-removal", "--locker", Self.timedLocker], cards: cards)
-            try await s.waitForCard("absent")
-            try await cards.insert()
-            try await s.waitForCard("present", counts: true)
+            let (cards, agent) = try await agentWithCard(s)
             let removed = try await cards.remove()
             let started = try await s.waitForLines("locker.started")
             let startedAt = Double(started[0].trimmingCharacters(in: .whitespaces))! / 1_000_000
@@ -77,11 +84,7 @@ extension Sandbox {
     @Test("pcscd stopped: an error in status and doctor, no lock; it comes back without the reader (as unplugged): the screen locks")
     func pcscdLostAndReaderGone() async throws {
         try await Sandbox.with { s in
-            let cards = try SmartCards(in: s)
-            try await cards.start()
-            let agent = try await s.startCardAgent(["--lock-after", "1h", "--lock-on-card-removal", "--locker", Self.timedLocker], cards: cards)
-            try await cards.insert()
-            try await s.waitForCard("present", counts: true)
+            let (cards, agent) = try await agentWithCard(s)
             try await cards.stop()
             try await s.waitUntil("status to show pcscd's loss") { try await s.cardStatus()["error"] is String }
             #expect(try await s.status()["state"] as? String == "active", "pcscd's loss alone locked\n\(agent.log)")

@@ -1,9 +1,6 @@
 import Foundation
 import Glibc
 
-/// The ATR of vsmartcard's `vicc` (its ISO 7816 card).
-let viccATR = "3b951381018073ff01000b"
-
 /// A private pcscd for one test, with vsmartcard's virtual reader driver (vpcd, two
 /// readers "Virtual PCD 00 00" and "… 00 01") listening on ports of the test's own,
 /// and `vicc` as the card in the first. pcscd 1.9.9 always listens on
