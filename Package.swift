@@ -37,8 +37,11 @@ let package = Package(
         .target(name: "CBus", dependencies: ["CLinux"]),
         // libpulse, loaded with dlopen: only its headers are needed to build (libpulse-dev).
         .target(name: "CPulse", dependencies: ["CLinux"]),
+        // libpcsclite (PC/SC), loaded with dlopen when --lock-on-card-removal is on; its
+        // few declarations are our own, so nothing of it is needed to build.
+        .target(name: "CCard", dependencies: ["CLinux"]),
         .target(name: "IdleCore", swiftSettings: lean),
-        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CXlib", "CXCB", "CLinux", "CBus", "CPulse"], swiftSettings: lean),
+        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CXlib", "CXCB", "CLinux", "CBus", "CPulse", "CCard"], swiftSettings: lean),
         // The Swift runtime's argv accessor without its /proc/self/maps scan (see startup.c).
         .target(name: "CStartup"),
         .executableTarget(

@@ -69,6 +69,8 @@ done
 # Files under /etc are configuration: an upgrade keeps the administrator's changes.
 (cd "$stage" && find etc -type f | sed 's|^|/|') > "$stage/DEBIAN/conffiles"
 
+# --lock-on-card-removal loads libpcsclite (PC/SC) at run time and needs pcscd: only
+# for those who turn it on, so suggested, not recommended.
 installed_size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 cat > "$stage/DEBIAN/control" <<EOF
 Package: xidlelock
@@ -78,7 +80,7 @@ Maintainer: $maintainer
 Installed-Size: $installed_size
 Depends: $depends
 Recommends: xsecurelock | i3lock | slock, libsystemd0
-Suggests: brightnessctl | xbacklight
+Suggests: brightnessctl | xbacklight, pcscd, libpcsclite1
 Section: x11
 Priority: optional
 Description: idle-lock agent for X11 sessions

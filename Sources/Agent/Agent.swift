@@ -30,6 +30,8 @@ public final class Agent {
     var fullscreenWatch: FullscreenWatch?
     /// `--screen-off-after-lock`: the monitor's power (DPMS).
     var screenPower: ScreenPower?
+    /// `--lock-on-card-removal`: pcscd's readers, watched from a thread of their own.
+    var cardWatch: CardWatch?
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         Log.threshold = options.verbosity.threshold
@@ -112,6 +114,8 @@ public final class Agent {
             || ShellCommand.firstWord(of: locker).map { $0.hasSuffix("xsecurelock") } == true
         desktop.start(awaiting: awaiting)
         if awaiting.contains(.audio) { AudioWatch.start(for: agent) }
+        // libpcsclite is loaded only here: never by `xidlelock idle`, nor without the setting.
+        if options.lockOnCardRemoval { agent.cardWatch = CardWatch.start(for: agent) }
         // Under systemd (Type=notify): ready once the X connection, the socket and every
         // source are up, so that units ordered after this one find the agent answering.
         let lockAfter = options.lockAfter
@@ -279,6 +283,7 @@ public final class Agent {
     /// Stops politely: resume commands run, the locker is left alone.
     func stop() -> Never {
         perform(.stop)
+        cardWatch?.stop()
         if let timeout = saverTimeoutToRestore { x.setSaverTimeout(timeout) }
         screenPower?.restore()
         if let pid = children.lockerPid {

@@ -35,6 +35,9 @@ public struct AgentOptions: Equatable, Sendable {
     public var lockBeforeSleep = true
     public var lockOnSwitch = false
     public var lockAtStart = false
+    public var lockOnCardRemoval = false
+    /// `--card-atr`: the cards whose removal locks; nil: every card.
+    public var cardATRs: [CardATR]?
     public var beforeSleep: String?
     public var afterResume: String?
     public var transferSleepLock = false
@@ -129,6 +132,12 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--lock-at-start", nil, "Lock the moment the agent starts, before any hold is heard (auto-login kiosks, sessions restored without a password).") { o, _ in
             o.lockAtStart = true
         },
+        OptionSpec("--lock-on-card-removal", nil, "Lock the moment a smart card (or a USB token such as a YubiKey) is taken out, or its reader unplugged: any card present at the start or inserted since, as pcscd reports it.") { o, _ in
+            o.lockOnCardRemoval = true
+        },
+        OptionSpec("--card-atr", "LIST", "With --lock-on-card-removal, only the cards with these ATRs count: a comma-separated list of hex bytes (e.g. 3b951381018073ff01000b; spaces and colons between bytes allowed).") { o, v throws(UsageError) in
+            o.cardATRs = try CardATR.list(v, for: "--card-atr")
+        },
         OptionSpec("--before-sleep", "CMD", "Shell command run when the system is about to sleep, inside logind's sleep delay.") { o, v throws(UsageError) in
             o.beforeSleep = try command(v, for: "--before-sleep")
         },
@@ -184,6 +193,9 @@ public struct AgentOptions: Equatable, Sendable {
         }
         if given.contains("--verbose") && given.contains("--quiet") {
             throw UsageError("--verbose and --quiet cannot be used together")
+        }
+        if given.contains("--card-atr") && !lockOnCardRemoval {
+            throw UsageError("--card-atr needs --lock-on-card-removal")
         }
         for flag in ["--corner-delay", "--corner-size"] where given.contains(flag) && corners == nil {
             throw UsageError("\(flag) needs --corners XXXX")
@@ -283,6 +295,11 @@ public struct AgentOptions: Equatable, Sendable {
         config.screenOffAfterLock = screenOffAfterLock
         config.screenOffAfterLockOnBattery = screenOffAfterLockOnBattery
         config.lockAtStart = lockAtStart
+        if lockOnCardRemoval {
+            var cards = CardSettings(atrs: cardATRs)
+            if case .policy? = origins["--lock-on-card-removal"] { cards.byPolicy = true }
+            config.cardRemoval = cards
+        }
         config.beforeSleep = beforeSleep
         config.afterResume = afterResume
         if let corners = secure ? corners?.withoutHolds : corners, !corners.doesNothing {
@@ -317,6 +334,12 @@ public struct AgentOptions: Equatable, Sendable {
         }
         if lockOnSwitch { report.append(ReportedSetting(name: "lock-on-switch", value: "yes", from: from("--lock-on-switch"))) }
         if lockAtStart { report.append(ReportedSetting(name: "lock-at-start", value: "yes", from: from("--lock-at-start"))) }
+        if lockOnCardRemoval {
+            report.append(ReportedSetting(name: "lock-on-card-removal", value: "yes", from: from("--lock-on-card-removal")))
+            if let cardATRs {
+                report.append(ReportedSetting(name: "card-atr", value: cardATRs.map(\.description).joined(separator: ","), from: from("--card-atr")))
+            }
+        }
         if let notifyBefore { report.append(ReportedSetting(name: "notify-before", value: notifyBefore.description, from: from("--notify-before"))) }
         if !stages.isEmpty {
             report.append(ReportedSetting(name: "stage", value: stages.map(\.summary).joined(separator: ", "), from: from("--stage")))

@@ -6,7 +6,7 @@
 /// One entry of the audit trail.
 public struct AuditRecord: Equatable, Sendable {
     /// `XIDLELOCK_EVENT`: lock, unlock, locker-failure, inhibit, uninhibit, disable,
-    /// enable, suspend-gap, policy, config, runtime-files.
+    /// enable, suspend-gap, policy, config, runtime-files, card, card-removal, card-watch.
     public var event: String
     /// syslog's: 3 error, 4 warning, 5 notice, 6 info.
     public var priority: Int
@@ -33,6 +33,9 @@ public struct AuditRecord: Equatable, Sendable {
         "config": "27615f6eb56943b58c3fb23372ab3cca",
         "runtime-files": "44b4938a83194549ad3441bbe334d254",
         "power-source": "e49d99ec587041a0b6a407756cf53fa2",
+        "card": "9ea662da25fe4ac7a1b0b81bd49b5446",
+        "card-removal": "035b6ef789674a018b22cb34fee6281e",
+        "card-watch": "ac3f14f442664b4694b312b58e123f64",
     ]
 
     /// The entry an announcement makes, if it is one the trail keeps.
@@ -82,6 +85,17 @@ public struct AuditRecord: Equatable, Sendable {
             // The lock time in force changes with it: an auditor sees which applied when.
             return AuditRecord(event: "power-source", priority: 6, message: "on \(onBattery ? "battery" : "AC power"): the times for it are in force",
                                fields: [("XIDLELOCK_ON_BATTERY", onBattery ? "1" : "0")])
+        case .cardInserted(let reader, let atr, let counts):
+            return AuditRecord(event: "card", priority: 6, message: "card \(atr) in \(reader)" + (counts ? "" : " (its removal does not lock)"),
+                               fields: [("XIDLELOCK_READER", reader), ("XIDLELOCK_ATR", atr), ("XIDLELOCK_CARD", "present"), ("XIDLELOCK_COUNTS", counts ? "1" : "0")])
+        case .cardRemoved(let reader, let atr, let locks):
+            return AuditRecord(event: locks ? "card-removal" : "card", priority: locks ? 5 : 6,
+                               message: "card \(atr) taken out of \(reader)" + (locks ? ": locking (lock-on-card-removal)" : " (its removal does not lock)"),
+                               fields: [("XIDLELOCK_READER", reader), ("XIDLELOCK_ATR", atr), ("XIDLELOCK_CARD", "absent"), ("XIDLELOCK_COUNTS", locks ? "1" : "0")])
+        case .cardWatch(let error):
+            return AuditRecord(event: "card-watch", priority: error == nil ? 5 : 4,
+                               message: error.map { "smart cards: \($0): a card taken out is not seen" } ?? "smart cards: pcscd answers again",
+                               fields: [("XIDLELOCK_REASON", error ?? "")])
         case .stageFired, .locking, .activityResumed, .sleeping, .resumed, .screenOff:
             return nil
         }

@@ -90,6 +90,8 @@ public struct AgentConfig: Equatable, Sendable {
     public var screenOffAfterLockOnBattery: Millis?
     /// Lock as the agent starts (`--lock-at-start`).
     public var lockAtStart = false
+    /// Lock when a card that counts is taken out (`--lock-on-card-removal`); nil: off.
+    public var cardRemoval: CardSettings?
     public var beforeSleep: String?
     public var afterResume: String?
     /// `--corners`; nil when no corner does anything.

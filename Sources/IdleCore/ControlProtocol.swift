@@ -133,6 +133,12 @@ extension Announcement {
             members += [("event", .string("screen-off")), ("locked_ms", ms(lockedFor))]
         case .powerSource(let onBattery):
             members += [("event", .string("power-source")), ("on_battery", .bool(onBattery))]
+        case .cardInserted(let reader, let atr, let counts):
+            members += [("event", .string("card-inserted")), ("reader", .string(reader)), ("atr", .string(atr)), ("counts", .bool(counts))]
+        case .cardRemoved(let reader, let atr, let locks):
+            members += [("event", .string("card-removed")), ("reader", .string(reader)), ("atr", .string(atr)), ("locks", .bool(locks))]
+        case .cardWatch(let error):
+            members += [("event", .string("card-watch")), ("error", error.map(JSONValue.string) ?? .null)]
         }
         return .object(members)
     }

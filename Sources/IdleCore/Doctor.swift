@@ -178,6 +178,7 @@ public enum Doctor {
             findings += settingsFindings(status)
             if case .array(let errors)? = status["config_errors"] { findings += configFindings(errors.compactMap(\.string)) }
             findings += desktopFindings(status["desktop"])
+            findings += cardFindings(status["card"], policy: status["settings"])
             findings += auditFindings(status["audit"])
             lockedNow = status["locker"]?["covers_screen"]?.bool == true
             nextLockIn = lockDue(status)
@@ -355,6 +356,30 @@ public enum Doctor {
                                           fix: "find who sent them in the agent's log (the sender's bus name), and ask the administrator"))
         }
         return findings
+    }
+
+    /// `--lock-on-card-removal`: whether pcscd can be watched, and each reader.
+    static func cardFindings(_ card: JSONValue?, policy settings: JSONValue?) -> [DoctorFinding] {
+        guard let card, card["lock_on_removal"]?.bool == true else { return [] }
+        let byPolicy = settings?.array?.contains {
+            $0["name"]?.string == "lock-on-card-removal" && $0["from"]?.string?.hasPrefix("policy") == true
+        } == true
+        if let error = card["error"]?.string {
+            // A warning, not a problem: the idle lock still comes (a problem says it would not).
+            return [DoctorFinding("smart cards", .warning,
+                                  "\(ClientText.sanitized(error)): a card taken out does NOT lock the screen until pcscd answers"
+                                      + (byPolicy ? " (the policy asks for it)" : ""),
+                                  fix: "start pcscd (`systemctl start pcscd.socket`) and install libpcsclite1; the agent reconnects by itself")]
+        }
+        let readers = card["readers"]?.array ?? []
+        let described = readers.map { r in
+            let name = ClientText.sanitized(r["name"]?.string ?? "?")
+            guard r["card"]?.string == "present" else { return "\(name): no card" }
+            return "\(name): card \(r["atr"]?.string ?? "?")" + (r["counts"]?.bool == true ? " (its removal locks)" : " (not listed by card-atr)")
+        }
+        let locks = card["removal_locks"]?.integer ?? 0
+        return [DoctorFinding("smart cards", .ok, (readers.isEmpty ? "watching pcscd; no reader" : described.joined(separator: "; "))
+                              + "; \(locks) removal lock\(locks == 1 ? "" : "s") so far")]
     }
 
     /// When the lock stage comes, from the status (nil while held, or once it has fired).

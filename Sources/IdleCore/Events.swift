@@ -66,6 +66,8 @@ public enum Event: Equatable, Sendable {
     /// UPower's OnBattery, from UPower's own connection (false with no UPower): the
     /// stages' times on this source take effect at once.
     case powerSource(onBattery: Bool)
+    /// What pcscd sees of the smart card readers (`--lock-on-card-removal`).
+    case cards(CardReport)
 }
 
 /// Someone holding the lock off, as the machine admitted it.
@@ -158,6 +160,12 @@ public enum Announcement: Equatable, Sendable {
     case screenOff(lockedFor: Millis)
     /// The power source changed (the stages' times in force with it).
     case powerSource(onBattery: Bool)
+    /// A card in a reader, at the start or inserted since; `counts`: its removal locks.
+    case cardInserted(reader: String, atr: String, counts: Bool)
+    /// A card taken out (or its reader unplugged); `locks`: it counted, and the screen locks.
+    case cardRemoved(reader: String, atr: String, locks: Bool)
+    /// pcscd cannot be watched (why), or can again (nil).
+    case cardWatch(error: String?)
 }
 
 /// Which of the agent's children a process is.

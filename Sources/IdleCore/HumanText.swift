@@ -80,6 +80,11 @@ public enum HumanText {
                 + ": the screen may NOT be covered"
         case "sleeping": return event["covered"]?.bool == true ? "sleeping (locked)" : "sleeping (the screen may NOT be locked)"
         case "resumed": return "resumed"
+        case "card-inserted":
+            return "card \(event["atr"]?.string ?? "?") in \(ClientText.sanitized(event["reader"]?.string ?? "?"))" + (event["counts"]?.bool == true ? "" : " (not counted)")
+        case "card-removed":
+            return "card taken out of \(ClientText.sanitized(event["reader"]?.string ?? "?"))" + (event["locks"]?.bool == true ? ": locking" : " (not counted)")
+        case "card-watch": return event["error"]?.string.map { "smart cards not watched: \(ClientText.sanitized($0))" } ?? "smart cards watched again"
         case "locker-failed": return "locker failed: \(event["reason"]?.string ?? "?"); retry in \(d("retry_in_ms"))"
         case "unlocked": return "unlocked (locked \(d("locked_ms")))"
         case "activity": return "activity resumed (idle \(d("idle_ms")))"

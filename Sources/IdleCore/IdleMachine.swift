@@ -78,6 +78,8 @@ public struct IdleMachine: Sendable {
     var restingAt: PointerPosition?
     /// Where the pointer rested when a corner last locked: the same rest does not lock twice.
     var cornerLockedAt: PointerPosition?
+    /// pcscd's readers and their cards (`--lock-on-card-removal`).
+    var cards = CardBook()
 
     /// What is said once only: disagreements of the two idle sources, refused resets.
     enum Disagreement: Hashable { case resetWithoutInput, inputNotCounted, resetRefusedSocket, resetRefusedBus, disableRefused, quitRefused, switchBackReset }
@@ -252,6 +254,8 @@ public struct IdleMachine: Sendable {
             pointerRests(rest, now, &out)
         case .powerSource(let onBattery):
             powerSource(onBattery: onBattery, now, &out)
+        case .cards(let report):
+            cardsReported(report, now, &out)
         }
         endStartupWaitIfDue(now, &out)
         checkCornerIfDue(now, &out)

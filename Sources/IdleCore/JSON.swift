@@ -25,9 +25,14 @@ public enum JSONValue: Equatable, Sendable {
         return nil
     }
 
+    public subscript(index: Int) -> JSONValue? {
+        if case .array(let items) = self, items.indices.contains(index) { return items[index] }
+        return nil
+    }
+
+    public var array: [JSONValue]? { if case .array(let items) = self { items } else { nil } }
     public var string: String? { if case .string(let s) = self { s } else { nil } }
     public var bool: Bool? { if case .bool(let b) = self { b } else { nil } }
-    public var array: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
     public var number: Double? { if case .number(let n) = self { n } else { nil } }
     /// A whole number that fits in Int64, or nil.
     public var integer: Int64? {

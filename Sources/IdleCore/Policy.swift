@@ -23,6 +23,9 @@ public struct Policy: Equatable, Sendable {
     public var lockOnSwitch = false
     /// Lock the moment the agent starts.
     public var lockAtStart = false
+    /// Lock when a smart card is taken out; `cardATRs`: only these cards count.
+    public var lockOnCardRemoval = false
+    public var cardATRs: [CardATR]?
 
     public init() {}
 
@@ -50,6 +53,12 @@ public struct Policy: Equatable, Sendable {
         },
         OptionSpec("--lock-at-start", nil, "As --lock-at-start: lock the moment the agent starts.") { p, _ in
             p.lockAtStart = true
+        },
+        OptionSpec("--lock-on-card-removal", nil, "As --lock-on-card-removal: lock the moment a smart card is taken out; the user's --card-atr does not narrow it.") { p, _ in
+            p.lockOnCardRemoval = true
+        },
+        OptionSpec("--card-atr", "LIST", "The cards whose removal locks (a comma-separated list of ATRs), whatever the user's files say.") { p, v throws(UsageError) in
+            p.cardATRs = try CardATR.list(v, for: "card-atr")
         },
     ]
 
@@ -201,6 +210,22 @@ extension AgentOptions {
             lockAtStart = true
             origins["--lock-at-start"] = .policy(path: path)
             changes.append("lock-at-start: the screen locks the moment the agent starts")
+        }
+        if policy.lockOnCardRemoval {
+            if !lockOnCardRemoval { changes.append("lock-on-card-removal: the screen locks the moment a smart card is taken out") }
+            // The policy's even when the user asked for it too: a card watch that fails is then an error.
+            lockOnCardRemoval = true
+            origins["--lock-on-card-removal"] = .policy(path: path)
+        }
+        if lockOnCardRemoval && (policy.lockOnCardRemoval || policy.cardATRs != nil) && cardATRs != policy.cardATRs {
+            // The user may not narrow the admin's setting to cards that are never there.
+            if let policyATRs = policy.cardATRs {
+                changes.append("card-atr: only the cards the policy lists count (\(policyATRs.map(\.description).joined(separator: ",")))")
+            } else if let asked = cardATRs {
+                changes.append("card-atr \(asked.map(\.description).joined(separator: ",")) dropped: under the policy's lock-on-card-removal every card counts")
+            }
+            cardATRs = policy.cardATRs
+            origins["--card-atr"] = .policy(path: path)
         }
         if policy.ignoreScreensaverReset && !ignoreScreensaverReset {
             ignoreScreensaverReset = true

@@ -59,6 +59,7 @@ extension IdleMachine {
             })),
             ("logind_hints", .object([("locked", .bool(lockedHint)), ("idle", .bool(idleHint))])),
             ("session_active", .bool(!sessionInactive)),
+            ("card", cardFields),
             ("disabled", .bool(isDisabled)),
             ("disabled_remaining_ms", optional((disabledUntil ?? nil).map { $0 - now.boottime })),
             ("last_suspend_gap", lastSuspendGap.map { gap in
