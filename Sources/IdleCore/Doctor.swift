@@ -360,26 +360,14 @@ public enum Doctor {
 
     /// `--lock-on-card-removal`: whether pcscd can be watched, and each reader.
     static func cardFindings(_ card: JSONValue?, policy settings: JSONValue?) -> [DoctorFinding] {
-        guard let card, card["lock_on_removal"]?.bool == true else { return [] }
+        guard let text = HumanText.cards(card) else { return [] }
         let byPolicy = settings?.array?.contains {
             $0["name"]?.string == "lock-on-card-removal" && $0["from"]?.string?.hasPrefix("policy") == true
         } == true
-        if let error = card["error"]?.string {
-            // A warning, not a problem: the idle lock still comes (a problem says it would not).
-            return [DoctorFinding("smart cards", .warning,
-                                  "\(ClientText.sanitized(error)): a card taken out does NOT lock the screen until pcscd answers"
-                                      + (byPolicy ? " (the policy asks for it)" : ""),
-                                  fix: "start pcscd (`systemctl start pcscd.socket`) and install libpcsclite1; the agent reconnects by itself")]
-        }
-        let readers = card["readers"]?.array ?? []
-        let described = readers.map { r in
-            let name = ClientText.sanitized(r["name"]?.string ?? "?")
-            guard r["card"]?.string == "present" else { return "\(name): no card" }
-            return "\(name): card \(r["atr"]?.string ?? "?")" + (r["counts"]?.bool == true ? " (its removal locks)" : " (not listed by card-atr)")
-        }
-        let locks = card["removal_locks"]?.integer ?? 0
-        return [DoctorFinding("smart cards", .ok, (readers.isEmpty ? "watching pcscd; no reader" : described.joined(separator: "; "))
-                              + "; \(locks) removal lock\(locks == 1 ? "" : "s") so far")]
+        guard card?["error"]?.string != nil else { return [DoctorFinding("smart cards", .ok, text)] }
+        // A warning, not a problem: the idle lock still comes (a problem says it would not).
+        return [DoctorFinding("smart cards", .warning, text + (byPolicy ? " (the policy asks for it)" : ""),
+                              fix: "start pcscd (`systemctl start pcscd.socket`) and install libpcsclite1; the agent reconnects by itself")]
     }
 
     /// When the lock stage comes, from the status (nil while held, or once it has fired).

@@ -24,6 +24,7 @@ public enum HumanText {
         if reply["disabled"]?.bool == true {
             lines.append("disabled" + (duration("disabled_remaining_ms").map { " for \($0) more" } ?? " until enabled"))
         }
+        if let cards = HumanText.cards(reply["card"]) { lines.append("smart cards: " + cards) }
         if let gap = reply["last_suspend_gap"], gap != .null {
             lines.append("last suspend: slept \(duration("length_ms", in: gap) ?? "?"), \(duration("ago_ms", in: gap) ?? "?") ago")
         }
@@ -43,6 +44,23 @@ public enum HumanText {
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// `--lock-on-card-removal`: why pcscd cannot be watched, or each reader and its
+    /// card, and the removal locks; nil when it is off.
+    static func cards(_ card: JSONValue?) -> String? {
+        guard let card, card["lock_on_removal"]?.bool == true else { return nil }
+        if let error = card["error"]?.string {
+            return "NOT watched: \(ClientText.sanitized(error)); a card taken out does NOT lock the screen until pcscd answers"
+        }
+        let readers = (card["readers"]?.array ?? []).map { r in
+            let name = ClientText.sanitized(r["name"]?.string ?? "?")
+            guard r["card"]?.string == "present" else { return "\(name): no card" }
+            return "\(name): card \(r["atr"]?.string ?? "?")" + (r["counts"]?.bool == true ? " (its removal locks)" : " (not listed by card-atr)")
+        }
+        let locks = card["removal_locks"]?.integer ?? 0
+        return (readers.isEmpty ? "watching pcscd; no reader" : readers.joined(separator: "; "))
+            + "; \(locks) removal lock\(locks == 1 ? "" : "s") so far"
     }
 
     /// The locker's line: running and whether it covers the screen, or failing and the next try.

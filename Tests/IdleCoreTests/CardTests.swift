@@ -198,6 +198,7 @@ struct CardDoctorTests {
         let ok = Doctor.diagnose(facts).findings.filter { $0.check == "smart cards" }
         #expect(ok.map(\.level) == [.ok])
         #expect(ok.first?.detail.contains("Virtual PCD 00 00: card \(viccATR) (its removal locks)") == true)
+        #expect(HumanText.status(facts.status!).contains("smart cards: Virtual PCD 00 00: card \(viccATR) (its removal locks); 0 removal locks so far"))
         s.send(.cards(.unavailable("pcscd is not running (no service)")))
         facts.status = .object(s.machine.statusFields(at: Instant(monotonic: .zero, boottime: s.now), lockerPid: nil))
         let lost = Doctor.diagnose(facts).findings.filter { $0.check == "smart cards" }
