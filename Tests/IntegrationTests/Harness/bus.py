@@ -472,6 +472,17 @@ def convert(method, args):
     return [dbus.String(a) for a in args]
 
 
+def wait_for_name(name, timeout=20):
+    """The system bus, once `name` has an owner on it (a mock starting up)."""
+    bus = dbus.SystemBus()
+    deadline = time.monotonic() + timeout
+    while not bus.name_has_owner(name):
+        if time.monotonic() > deadline:
+            fail(f'{name} did not appear on the test system bus within {timeout} s')
+        time.sleep(0.02)
+    return bus
+
+
 def main():
     argv = sys.argv[1:]
     if not argv:
@@ -479,20 +490,10 @@ def main():
     command, args = argv[0], argv[1:]
     if command == 'setup':
         session_id, uid, name = args
-        bus = dbus.SystemBus()
-        deadline = time.monotonic() + 20
-        while not bus.name_has_owner(LOGIN1):
-            if time.monotonic() > deadline:
-                fail('org.freedesktop.login1 did not appear on the test system bus within 20 s')
-            time.sleep(0.02)
+        bus = wait_for_name(LOGIN1)
         print(manager(bus).AddSession(session_id, 'seat0', dbus.UInt32(int(uid)), name, True, dbus_interface=MOCK))
     elif command == 'upower-setup':
-        bus = dbus.SystemBus()
-        deadline = time.monotonic() + 20
-        while not bus.name_has_owner(UPOWER):
-            if time.monotonic() > deadline:
-                fail('org.freedesktop.UPower did not appear on the test system bus within 20 s')
-            time.sleep(0.02)
+        wait_for_name(UPOWER)
     elif command == 'on-battery':
         upower = dbus.SystemBus().get_object(UPOWER, UPOWER_PATH, introspect=False)
         upower.UpdateProperties(UPOWER, {'OnBattery': dbus.Boolean(args[0] == 'true')}, dbus_interface=MOCK)
