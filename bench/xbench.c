@@ -9,7 +9,8 @@
  *                                 just before the first request and after the last
  *                                 XSync returned.
  *   xbench now FILE               append CLOCK_MONOTONIC ns to FILE (a locker command).
- *   xbench lock FILE MS           a locker that holds the screen as a real one does: append
+ *   xbench lock FILE MS           a locker that holds the screen as a real one does (a window
+ *                                 over the screen, the keyboard grabbed on it): append
  *                                 the time to FILE, grab the keyboard, hold it MS ms, append
  *                                 the time to FILE.unlocked and exit 0 (an unlock).
  *   xbench spawnlat N sh|exec FILE
@@ -81,8 +82,17 @@ static int hold_lock(const char *path, long ms) {
     if (append_now(path) != 0) return 1;
     Display *dpy = XOpenDisplay(NULL);
     if (!dpy) return die("cannot open the display");
+    /* A window of its own that covers the screen, as real lockers map: the agent takes a
+     * grab for the locker's only when a window of the locker shows (X-Resource). */
+    XSetWindowAttributes attributes = {.override_redirect = True};
+    int screen = DefaultScreen(dpy);
+    Window cover = XCreateWindow(dpy, DefaultRootWindow(dpy), 0, 0, (unsigned)DisplayWidth(dpy, screen),
+                                 (unsigned)DisplayHeight(dpy, screen), 0, CopyFromParent, InputOutput, CopyFromParent,
+                                 CWOverrideRedirect, &attributes);
+    XMapRaised(dpy, cover);
+    XSync(dpy, False);
     int64_t until = now_ns() + 3000000000LL;
-    while (XGrabKeyboard(dpy, DefaultRootWindow(dpy), True, GrabModeAsync, GrabModeAsync, CurrentTime) != GrabSuccess) {
+    while (XGrabKeyboard(dpy, cover, True, GrabModeAsync, GrabModeAsync, CurrentTime) != GrabSuccess) {
         if (now_ns() > until) return die("cannot grab the keyboard");
         usleep(1000);
     }
