@@ -285,7 +285,7 @@ if want d; then
     set_config "lock-after ${LOCK_AFTER}s" "locker $SLOW_LOCKER"
     restart_agent
     suspend_cycle xidlelock
-    t_now=$(jtime 'suspend now'); t_entry=$(jtime 'PM: suspend entry')
+    t_entry=$(jtime 'PM: suspend entry')
     t_lock=$(jtime 'xidlelock.*locked: the locker holds')
     n=$(nlockers)
     check "(d) sleep, xidlelock: no desktop frame after the wake" $([ "$(fr desktop)" = 0 ] && [ "$n" = 1 ]; echo $?) \
@@ -306,7 +306,6 @@ if want d; then
         bg_session xss-lock $l -- sh -c "$SLOW_LOCKER"; xpid=$BGPID
         sleep 3
         suspend_cycle "xss-lock$l"
-        t_entry=$(jtime 'PM: suspend entry'); t_now=$(jtime 'suspend now')
         note "xss-lock $l (anchor): suspended ${SUSP_S} s after systemctl suspend; after the wake: $(fr frames) frames in 5 s, $(fr desktop) showing the desktop (first at $(fr first_desktop_s) s, last at $(fr last_desktop_s) s), first locker frame at $(fr first_locker_s) s"
         note "   frames: $(fr runs)"
         unlock; sleep 1
@@ -324,7 +323,6 @@ if want e; then
     set_config "lock-after ${LOCK_AFTER}s" "locker sleep 600"
     restart_agent
     suspend_cycle nograb
-    t_now=$(jtime 'suspend now'); t_entry=$(jtime 'PM: suspend entry')
     said=$(grep -c 'xidlelock.*did not cover the screen before the system had to sleep' <<<"$JL")
     ok=$(awk -v s="$SUSP_S" -v e="$said" 'BEGIN { exit !(s != "never" && s <= 8 && e >= 1) }'; echo $?)
     check "(e) locker that never grabs" "$ok" \
