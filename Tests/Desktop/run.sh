@@ -297,7 +297,6 @@ if want d; then
     note "frames: $(fr runs)"
     grep -E 'xidlelock\[' <<<"$JL" | cut -c1-200 | sed 's/^/      agent: /' | tee -a "$RESULTS"
     unlock; sleep 1
-    XD=$(fr desktop)
 
     # the anchor: xss-lock runs the same slowed locker (the agent stopped meanwhile)
     unit stop xidlelock.service
