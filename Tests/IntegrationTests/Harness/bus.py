@@ -12,9 +12,18 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
     bus.py locked-hint                      the session's LockedHint: true or false
     bus.py locked-hint-calls                every SetLockedHint the session was sent, as a
                                             JSON array of true and false, oldest first
-    bus.py session-active true|false        the session's Active (PropertiesChanged)
+    bus.py session-active [ID] true|false   the session's Active (PropertiesChanged); ID:
+                                            that session, else XDG_SESSION_ID's
     bus.py block-inhibited VALUE            the manager's BlockInhibited (PropertiesChanged)
     bus.py upower-setup                     wait for UPower's mock (with a deadline)
+    bus.py guard-setup SESSION_ID UID NAME DISPLAY
+                                            wait for logind, add an active x11 session of
+                                            class user on DISPLAY (SessionNew), and give the
+                                            manager GetSessionByPID: a pid belongs to the
+                                            session named by MOCK_LOGIND_SESSION=ID in its own
+                                            environment or its nearest ancestor's
+    bus.py terminated                       the sessions TerminateSession was called for so
+                                            far, as a JSON array of ids, oldest first
     bus.py on-battery true|false            UPower's OnBattery (PropertiesChanged from the mock)
     bus.py idle-inhibit WHO WHY --until FILE
                                             holds a logind idle block inhibitor until FILE exists
@@ -102,6 +111,57 @@ def manager(bus):
 def session_object(bus):
     session_id = os.environ.get('XDG_SESSION_ID') or fail('no XDG_SESSION_ID')
     return bus.get_object(LOGIN1, f'{MANAGER_PATH}/session/{session_id}', introspect=False)
+
+
+# The manager's GetSessionByPID (run by the mock, as root, in its own globals: `args`,
+# `objects`, `os`, `dbus`): the session of a process is the one its environment, or the
+# nearest ancestor's, names with MOCK_LOGIND_SESSION=ID, as the tests mark the processes
+# of a session (real logind reads the process's cgroup). No marker: NoSessionForPID, as
+# logind answers for a process outside every session.
+GET_SESSION_BY_PID = """
+pid = int(args[0])
+found = None
+hops = 0
+while pid > 0 and found is None and hops < 64:
+    hops += 1
+    try:
+        with open('/proc/%d/environ' % pid, 'rb') as f:
+            entries = f.read().split(b'\\0')
+    except OSError:
+        break
+    for entry in entries:
+        if entry.startswith(b'MOCK_LOGIND_SESSION='):
+            found = entry[len(b'MOCK_LOGIND_SESSION='):].decode()
+            break
+    if found is None:
+        try:
+            with open('/proc/%d/stat' % pid) as f:
+                stat = f.read()
+            pid = int(stat[stat.rindex(')') + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+path = '/org/freedesktop/login1/session/%s' % found
+if found is None or path not in objects:
+    raise dbus.exceptions.DBusException('PID %d does not belong to any known session' % int(args[0]),
+                                        name='org.freedesktop.login1.NoSessionForPID')
+ret = dbus.ObjectPath(path)
+"""
+
+
+def guard_setup(args):
+    session_id, uid, name, display = args
+    bus = wait_for_name(LOGIN1)
+    m = manager(bus)
+    path = m.AddSession(session_id, 'seat0', dbus.UInt32(int(uid)), name, True, dbus_interface=MOCK)
+    session = bus.get_object(LOGIN1, path, introspect=False)
+    session.UpdateProperties(SESSION, {'Type': dbus.String('x11'), 'Class': dbus.String('user'),
+                                       'Display': dbus.String(display)}, dbus_interface=MOCK)
+    introspection = m.Introspect(dbus_interface='org.freedesktop.DBus.Introspectable')
+    if 'GetSessionByPID' not in introspection:
+        m.AddMethod(MANAGER, 'GetSessionByPID', 'u', 'o', GET_SESSION_BY_PID, dbus_interface=MOCK)
+    # As logind announces a new session (the mock's AddSession does not).
+    m.EmitSignal(MANAGER, 'SessionNew', 'so', [session_id, dbus.ObjectPath(path)], dbus_interface=MOCK)
+    print(path)
 
 
 def sleep_inhibitors(bus):
@@ -514,8 +574,17 @@ def main():
         calls = session_object(dbus.SystemBus()).GetMethodCalls('SetLockedHint', dbus_interface=MOCK)
         print(json.dumps([bool(call[1][0]) for call in calls]))
     elif command == 'session-active':
-        session_object(dbus.SystemBus()).UpdateProperties(SESSION, {'Active': dbus.Boolean(args[0] == 'true')},
-                                                          dbus_interface=MOCK)
+        bus = dbus.SystemBus()
+        if len(args) == 2:
+            target = bus.get_object(LOGIN1, f'{MANAGER_PATH}/session/{args[0]}', introspect=False)
+        else:
+            target = session_object(bus)
+        target.UpdateProperties(SESSION, {'Active': dbus.Boolean(args[-1] == 'true')}, dbus_interface=MOCK)
+    elif command == 'guard-setup':
+        guard_setup(args)
+    elif command == 'terminated':
+        calls = manager(dbus.SystemBus()).GetMethodCalls('TerminateSession', dbus_interface=MOCK)
+        print(json.dumps([str(call[1][0]) for call in calls]))
     elif command == 'block-inhibited':
         # The template's manager has no BlockInhibited: added on first use.
         m = manager(dbus.SystemBus())
