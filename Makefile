@@ -7,6 +7,7 @@ BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man/man1
 AUTOSTARTDIR ?= $(SYSCONFDIR)/xdg/autostart
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+SYSTEMUNITDIR ?= $(PREFIX)/lib/systemd/system
 DBUSSERVICEDIR ?= $(PREFIX)/share/dbus-1/services
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
@@ -116,29 +117,39 @@ install: release
 	@mkdir -p $(GEN)
 	sed 's|@bindir@|$(BINDIR)|g' packaging/xidlelock.desktop > $(GEN)/xidlelock.desktop
 	sed 's|@bindir@|$(BINDIR)|g' packaging/xidlelock.service > $(GEN)/xidlelock.service
+	sed 's|@bindir@|$(BINDIR)|g' packaging/xidlelock-guard.service > $(GEN)/xidlelock-guard.service
 	$(RELEASE_BIN) completions bash > $(GEN)/xidlelock.bash
 	$(RELEASE_BIN) completions zsh > $(GEN)/_xidlelock
 	$(RELEASE_BIN) completions fish > $(GEN)/xidlelock.fish
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(AUTOSTARTDIR) \
-	  $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(DBUSSERVICEDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
-	  $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLESDIR)
+	  $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DBUSSERVICEDIR) \
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLESDIR)
 	install -m 755 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/xidlelock
 	install -m 644 man/xidlelock.1 $(DESTDIR)$(MANDIR)/xidlelock.1
 	install -m 644 $(GEN)/xidlelock.desktop $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop
 	install -m 644 $(GEN)/xidlelock.service $(DESTDIR)$(USERUNITDIR)/xidlelock.service
+	install -m 644 $(GEN)/xidlelock-guard.service $(DESTDIR)$(SYSTEMUNITDIR)/xidlelock-guard.service
 	install -m 644 packaging/org.freedesktop.ScreenSaver.service $(DESTDIR)$(DBUSSERVICEDIR)/org.freedesktop.ScreenSaver.service
 	install -m 644 $(GEN)/xidlelock.bash $(DESTDIR)$(BASHCOMPDIR)/xidlelock
 	install -m 644 $(GEN)/_xidlelock $(DESTDIR)$(ZSHCOMPDIR)/_xidlelock
 	install -m 644 $(GEN)/xidlelock.fish $(DESTDIR)$(FISHCOMPDIR)/xidlelock.fish
 	install -m 755 packaging/examples/dim-screen.sh packaging/examples/logout.sh $(DESTDIR)$(EXAMPLESDIR)/
 	install -m 644 packaging/examples/config packaging/examples/policy packaging/examples/policy.stig $(DESTDIR)$(EXAMPLESDIR)/
+	@[ -n "$(DESTDIR)" ] || echo "make install: to guard the sessions under /etc/xidlelock/policy:" \
+	  "systemctl daemon-reload && systemctl enable --now xidlelock-guard.service"
 
 # Removes exactly what `install` put there (and the examples' own folders if empty).
+# Into the running system (no DESTDIR) it first stops and disables the guard: its unit
+# restarts it every second, for ever, and without the binary each start fails.
 uninstall:
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ] && [ -f $(SYSTEMUNITDIR)/xidlelock-guard.service ]; then \
+	  systemctl disable --now xidlelock-guard.service || true; \
+	fi
 	rm -f $(DESTDIR)$(BINDIR)/xidlelock \
 	  $(DESTDIR)$(MANDIR)/xidlelock.1 \
 	  $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop \
 	  $(DESTDIR)$(USERUNITDIR)/xidlelock.service \
+	  $(DESTDIR)$(SYSTEMUNITDIR)/xidlelock-guard.service \
 	  $(DESTDIR)$(DBUSSERVICEDIR)/org.freedesktop.ScreenSaver.service \
 	  $(DESTDIR)$(BASHCOMPDIR)/xidlelock \
 	  $(DESTDIR)$(ZSHCOMPDIR)/_xidlelock \
@@ -149,6 +160,7 @@ uninstall:
 	  $(DESTDIR)$(EXAMPLESDIR)/policy \
 	  $(DESTDIR)$(EXAMPLESDIR)/policy.stig
 	rmdir $(DESTDIR)$(EXAMPLESDIR) $(DESTDIR)$(dir $(EXAMPLESDIR)) 2>/dev/null || true
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi
 
 # dist/xidlelock_VERSION_ARCH.deb, from `make install DESTDIR=... PREFIX=/usr`.
 deb: release

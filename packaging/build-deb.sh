@@ -35,8 +35,10 @@ stage=$work/debian/xidlelock
 rm -rf "$work"
 mkdir -p "$stage/DEBIAN" dist
 
+# The system unit goes where Debian 12's packages put theirs (dh_installsystemd),
+# /lib/systemd/system; /usr/lib/systemd/user is already the place for user units.
 ${MAKE:-make} --no-print-directory install DESTDIR="$PWD/$stage" PREFIX=/usr \
-    ZSHCOMPDIR=/usr/share/zsh/vendor-completions >/dev/null
+    ZSHCOMPDIR=/usr/share/zsh/vendor-completions SYSTEMUNITDIR=/lib/systemd/system >/dev/null
 
 # Debian policy: stripped binaries, compressed manual pages.
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/xidlelock"
@@ -68,6 +70,13 @@ done
 
 # Files under /etc are configuration: an upgrade keeps the administrator's changes.
 (cd "$stage" && find etc -type f | sed 's|^|/|') > "$stage/DEBIAN/conffiles"
+
+# The maintainer scripts enable and start xidlelock-guard.service, restart it on an
+# upgrade, stop it on remove and forget it on purge: written by hand in
+# packaging/deb/ (no debhelper at build time), each one saying why.
+for script in postinst prerm postrm; do
+    install -m 755 "packaging/deb/$script" "$stage/DEBIAN/$script"
+done
 
 # --lock-on-card-removal loads libpcsclite (PC/SC) at run time and needs pcscd: only
 # for those who turn it on, so suggested, not recommended.

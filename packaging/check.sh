@@ -1,13 +1,15 @@
 #!/bin/sh
 # Packaging checks, run by `make test` through `make packaging-check` (after `make deb`):
-#   1. the shell scripts, the man page, the autostart entry and the user unit lint clean;
+#   1. the shell scripts (the .deb's maintainer scripts too), the man page, the
+#      autostart entry and the user and system units lint clean;
 #   2. the example hooks do what they say (against stub commands);
 #   3. `make install` / `make uninstall` into a scratch DESTDIR put and remove exactly
 #      the documented files, with paths that match PREFIX;
-#   4. the .deb: its fields and file list, that every library the binary needs is
-#      owned by a package named in Depends (none from the Swift toolchain), and that
-#      the unpacked binary runs, and answers `xidlelock idle` on a private Xvfb, with
-#      the Swift toolchain hidden.
+#   4. the .deb: its fields, file list and maintainer scripts, that every library the
+#      binary needs is owned by a package named in Depends (none from the Swift
+#      toolchain), that the unpacked binary runs, and answers `xidlelock idle` on a
+#      private Xvfb, with the Swift toolchain hidden, and that the maintainer scripts
+#      enable, keep disabled and forget xidlelock-guard.service in an unpacked root.
 # Every check runs; the script fails at the end if any did.
 set -eu
 cd "$(dirname "$0")/.."
@@ -37,11 +39,11 @@ deb=dist/xidlelock_${version}_${arch}.deb
 
 # --- 1. Lint -------------------------------------------------------------------
 
-for script in packaging/*.sh packaging/examples/*.sh; do
+for script in packaging/*.sh packaging/examples/*.sh packaging/deb/*; do
     sh -n "$script" || fail "sh -n $script"
 done
 if have shellcheck; then
-    shellcheck -s sh packaging/*.sh packaging/examples/*.sh || fail "shellcheck"
+    shellcheck -s sh packaging/*.sh packaging/examples/*.sh packaging/deb/* || fail "shellcheck"
 else
     note "shellcheck is not installed: skipped"
 fi
@@ -104,6 +106,7 @@ dest=$scratch/dest
 make --no-print-directory install DESTDIR="$dest" >/dev/null || fail "make install"
 expected="/etc/xdg/autostart/xidlelock.desktop
 /usr/local/bin/xidlelock
+/usr/local/lib/systemd/system/xidlelock-guard.service
 /usr/local/lib/systemd/user/xidlelock.service
 /usr/local/share/bash-completion/completions/xidlelock
 /usr/local/share/dbus-1/services/org.freedesktop.ScreenSaver.service
@@ -122,6 +125,8 @@ grep -qx 'Exec=/usr/local/bin/xidlelock' "$dest/etc/xdg/autostart/xidlelock.desk
     fail "the installed autostart entry does not run /usr/local/bin/xidlelock"
 grep -qx 'ExecStart=/usr/local/bin/xidlelock' "$dest/usr/local/lib/systemd/user/xidlelock.service" ||
     fail "the installed user unit does not run /usr/local/bin/xidlelock"
+grep -qx 'ExecStart=/usr/local/bin/xidlelock guard' "$dest/usr/local/lib/systemd/system/xidlelock-guard.service" ||
+    fail "the installed system unit does not run /usr/local/bin/xidlelock guard"
 cmp -s "$bin" "$dest/usr/local/bin/xidlelock" || fail "make install did not install the release binary"
 make --no-print-directory uninstall DESTDIR="$dest" >/dev/null || fail "make uninstall"
 left=$(cd "$dest" && find . -type f -o -type d -name xidlelock)
@@ -141,6 +146,7 @@ printf '%s\n' "$depends" | grep -qi swift && fail "Depends names a Swift package
 contents=$(dpkg-deb -c "$deb")
 for path in ./usr/bin/xidlelock ./usr/share/man/man1/xidlelock.1.gz \
     ./etc/xdg/autostart/xidlelock.desktop ./usr/lib/systemd/user/xidlelock.service \
+    ./lib/systemd/system/xidlelock-guard.service \
     ./usr/share/bash-completion/completions/xidlelock \
     ./usr/share/dbus-1/services/org.freedesktop.ScreenSaver.service \
     ./usr/share/zsh/vendor-completions/_xidlelock \
@@ -153,6 +159,15 @@ printf '%s\n' "$contents" | awk '$2 != "root/root"' | grep . && fail "files in t
 printf '%s\n' "$contents" | awk '{ print $6 }' | grep -E '^\./usr/local|\.build' && fail "the .deb holds build or /usr/local paths"
 dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -qx /etc/xdg/autostart/xidlelock.desktop ||
     fail "the autostart entry is not a conffile"
+control=$scratch/control
+dpkg-deb -e "$deb" "$control"
+for script in postinst prerm postrm; do
+    if [ ! -x "$control/$script" ]; then
+        fail "the .deb has no executable $script"
+    elif ! cmp -s "$control/$script" "packaging/deb/$script"; then
+        fail "the .deb's $script is not packaging/deb/$script"
+    fi
+done
 
 root=$scratch/root
 dpkg -x "$deb" "$root"
@@ -243,6 +258,15 @@ grep -qx 'ExecStart=/usr/bin/xidlelock' "$root/usr/lib/systemd/user/xidlelock.se
     fail "the packaged user unit does not run /usr/bin/xidlelock"
 grep -qx 'KillMode=process' "$root/usr/lib/systemd/user/xidlelock.service" ||
     fail "the user unit lost KillMode=process (stopping it would kill the locker)"
+grep -qx 'RestartForceExitStatus=75' "$root/usr/lib/systemd/user/xidlelock.service" ||
+    fail "the user unit lost RestartForceExitStatus=75 (an agent killed under a policy would stay dead)"
+guard_unit=$root/lib/systemd/system/xidlelock-guard.service
+grep -qx 'ExecStart=/usr/bin/xidlelock guard' "$guard_unit" ||
+    fail "the packaged system unit does not run /usr/bin/xidlelock guard"
+grep -qx 'KillMode=process' "$guard_unit" ||
+    fail "the system unit lost KillMode=process (restarting the guard would kill its lockers)"
+grep -qx 'RuntimeDirectoryPreserve=yes' "$guard_unit" ||
+    fail "the system unit lost RuntimeDirectoryPreserve=yes (a guard restart would remove /run/xidlelock)"
 # systemd-analyze needs a user manager's runtime directory (none runs in a container),
 # an ExecStart that exists (the unpacked binary) and the man page Documentation= names.
 mkdir -p "$scratch/runtime" "$scratch/unit"
@@ -253,11 +277,75 @@ out=$(XDG_RUNTIME_DIR="$scratch/runtime" MANPATH="$root/usr/share/man" \
     systemd-analyze --user verify "$scratch/unit/xidlelock.service" 2>&1) ||
     fail "systemd-analyze --user verify: $out"
 [ -z "$out" ] || fail "systemd-analyze --user verify warns: $out"
+# The system unit the same way, in the system manager's mode.
+sed "s|^ExecStart=/usr/bin/|ExecStart=$root/usr/bin/|" "$guard_unit" > "$scratch/unit/xidlelock-guard.service"
+out=$(MANPATH="$root/usr/share/man" systemd-analyze verify "$scratch/unit/xidlelock-guard.service" 2>&1) ||
+    fail "systemd-analyze verify: $out"
+[ -z "$out" ] || fail "systemd-analyze verify warns: $out"
 bash -n "$root/usr/share/bash-completion/completions/xidlelock" || fail "bash -n on the packaged completions"
 if have zsh; then zsh -n "$root/usr/share/zsh/vendor-completions/_xidlelock" || fail "zsh -n"; fi
 if have fish; then fish -n "$root/usr/share/fish/vendor_completions.d/xidlelock.fish" || fail "fish -n"; fi
 out=$(zcat "$root/usr/share/man/man1/xidlelock.1.gz" | groff -man -ww -Tutf8 2>&1 >/dev/null)
 [ -z "$out" ] || fail "the packaged man page: $out"
+
+# The maintainer scripts, run as dpkg runs them but on the unpacked root: DPKG_ROOT,
+# which deb-systemd-helper honours, and systemctl and deb-systemd-invoke stubbed,
+# so that no check touches this machine's systemd. Where systemd runs
+# (/run/systemd/system) the scripts also reload, start, restart and stop the unit.
+if have deb-systemd-helper; then
+    for stub in systemctl deb-systemd-invoke; do
+        printf '#!/bin/sh\necho "%s $*" >> "%s"\n' "$stub" "$scratch/maint-calls" > "$stubs/$stub"
+        chmod +x "$stubs/$stub"
+    done
+    wants=$root/etc/systemd/system/multi-user.target.wants/xidlelock-guard.service
+    # maint SCRIPT ARGS...: runs it and prints the systemd calls it made, one a line.
+    maint() {
+        : > "$scratch/maint-calls"
+        script=$1
+        shift
+        DPKG_ROOT=$root DPKG_MAINTSCRIPT_PACKAGE=xidlelock DPKG_MAINTSCRIPT_NAME=$script \
+            PATH="$stubs:/usr/bin:/bin" sh "$control/$script" "$@" ||
+            fail "$script $* exited non-zero"
+        cat "$scratch/maint-calls"
+    }
+    # expect_calls WHAT GOT CALL...: GOT is the CALLs where systemd runs, else empty.
+    expect_calls() {
+        what=$1 got=$2
+        shift 2
+        want=
+        if [ -d /run/systemd/system ]; then want=$(printf '%s\n' "$@"); fi
+        [ "$got" = "$want" ] || fail "$what: the systemd calls were '$got', not '$want'"
+    }
+    got=$(maint postinst configure '')
+    [ -L "$wants" ] || fail "postinst did not enable xidlelock-guard.service on a new install"
+    expect_calls "postinst on a new install" "$got" "systemctl --system daemon-reload" \
+        "deb-systemd-invoke start xidlelock-guard.service"
+    got=$(maint postinst configure "$version")
+    [ -L "$wants" ] || fail "postinst lost the guard's enable link on an upgrade"
+    expect_calls "postinst on an upgrade" "$got" "systemctl --system daemon-reload" \
+        "deb-systemd-invoke restart xidlelock-guard.service"
+    rm -f "$wants"  # the admin disables the guard
+    maint postinst configure "$version" >/dev/null
+    [ -L "$wants" ] && fail "postinst enabled the guard again on an upgrade after the admin disabled it"
+    got=$(maint prerm remove)
+    expect_calls "prerm remove" "$got" "deb-systemd-invoke stop xidlelock-guard.service"
+    got=$(maint prerm upgrade "$version")
+    expect_calls "prerm upgrade (the guard keeps running)" "$got"
+    got=$(maint postrm remove)
+    expect_calls "postrm remove" "$got" "systemctl --system daemon-reload"
+    # Installed again before a purge (dpkg passes the last version configured).
+    maint postinst configure "$version" >/dev/null
+    [ -L "$wants" ] && fail "postinst enabled the guard again on a reinstall after the admin disabled it"
+    maint postrm purge >/dev/null
+    left=$(find "$root/var/lib/systemd" -name '*xidlelock*' 2>/dev/null)
+    [ -z "$left" ] || fail "postrm purge left deb-systemd-helper's state: $left"
+    maint postinst configure '' >/dev/null  # a new install after the purge
+    [ -L "$wants" ] || fail "postinst did not enable the guard on a new install after a purge"
+    maint postrm purge >/dev/null
+    if [ -L "$wants" ]; then fail "postrm purge left the guard's enable link"; fi
+else
+    note "deb-systemd-helper is not installed: the maintainer scripts were not run"
+fi
 
 # lintian: an error fails the check; warnings and the pedantic and informational
 # tags are printed. What it says today, all left on purpose:
