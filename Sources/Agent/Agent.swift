@@ -1,4 +1,5 @@
 import CBus
+import CLinux
 import Glibc
 import IdleCore
 
@@ -32,6 +33,13 @@ public final class Agent {
     var screenPower: ScreenPower?
     /// `--lock-on-card-removal`: pcscd's readers, watched from a thread of their own.
     var cardWatch: CardWatch?
+    /// Under the admin's policy: the registration with the guard (root).
+    var guardLink: GuardLink?
+    /// The guard's locker this agent adopted, and a pidfd to it.
+    var guardLocker: (pid: pid_t, pidfd: Int32)?
+    /// SIGTERM's exit status: 75 under a policy, so that the user unit restarts the agent
+    /// (RestartForceExitStatus=75); a stop by the user is the guard's to answer.
+    var exitStatusOnStop: Int32 = 0
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         Log.threshold = options.verbosity.threshold
@@ -116,6 +124,7 @@ public final class Agent {
         if awaiting.contains(.audio) { AudioWatch.start(for: agent) }
         // libpcsclite is loaded only here: never by `xidlelock idle`, nor without the setting.
         if options.lockOnCardRemoval { agent.cardWatch = CardWatch.start(for: agent) }
+        if options.policy != nil { agent.registerWithGuard() }
         // Under systemd (Type=notify): ready once the X connection, the socket and every
         // source are up, so that units ordered after this one find the agent answering.
         let lockAfter = options.lockAfter
@@ -290,7 +299,7 @@ public final class Agent {
             Log.write(.info, "the locker (pid \(pid)) keeps running")
         }
         control.shutdown()
-        exit(0)
+        exit(exitStatusOnStop)
     }
 
     // MARK: Carrying out actions
@@ -316,6 +325,8 @@ public final class Agent {
                     children.terminate(role)
                 case .announce(let announcement):
                     if let entry = AuditRecord.of(announcement) { AuditTrail.record(entry) }
+                    if case .locked = announcement { guardLink?.lockChanged(locked: true) }
+                    if case .unlocked = announcement { guardLink?.lockChanged(locked: false) }
                     let line = announcement.json.text
                     for client in control.connections where client.subscribed { client.send(line) }
                     desktop?.announce(announcement)
@@ -335,6 +346,63 @@ public final class Agent {
             }
         }
         return answer
+    }
+
+    // MARK: The guard
+
+    /// Under the admin's policy: the user must not be able to read or change the agent
+    /// (non-dumpable: no ptrace, no /proc/PID/mem of the user's), a SIGTERM restarts
+    /// it (exit 75), and the guard (root) is told of it and follows it from outside.
+    func registerWithGuard() {
+        if xil_set_undumpable() != 0 {
+            Log.write(.warning, "cannot make the agent non-dumpable: \(String(cString: strerror(errno)))")
+        }
+        exitStatusOnStop = 75
+        let display = getenv("DISPLAY").map { String(cString: $0) } ?? ""
+        let link = GuardLink(display: display, status: { [unowned self] in .object(statusFields()) }) { [unowned self] message in
+            guardSaid(message)
+        }
+        guardLink = link
+        loop.add(link)
+    }
+
+    private func guardSaid(_ message: GuardLink.Message) {
+        switch message {
+        case .verified, .refused:
+            break
+        case .locker(let pid):
+            // The guard locked the session while no agent guarded it: this agent adopts
+            // that locker (never a second one); the guard, its parent, says how it ends.
+            guard children.lockerPid == nil else {
+                Log.write(.warning, "the guard's locker (pid \(pid)) runs beside this agent's own (pid \(children.lockerPid!)): the guard judges its end")
+                return
+            }
+            guardLocker = (pid, xil_pidfd_open(pid))
+            children.adoptedLocker = pid
+            Log.write(.info, "adopting the guard's locker (pid \(pid))")
+            perform(.lockerAdopted)
+            perform(.lockerFact(.keyboard(probeKeyboard())))
+        case .lockerEnded(let pid, let exitStatus, let signal):
+            guard let adopted = guardLocker, adopted.pid == pid else { return }
+            endGuardLocker()
+            perform(.lockerFact(exitStatus.map { .exited($0) } ?? .killed(signal: signal)))
+        case .lost:
+            // Nothing tells this locker's exit status now: its end is not an unlock.
+            guard let adopted = guardLocker, adopted.pidfd >= 0 else { return }
+            loop.add(ProcessWatch(pidfd: adopted.pidfd) { [unowned self] in
+                guard guardLocker?.pid == adopted.pid else { return }
+                guardLocker = nil
+                children.adoptedLocker = nil
+                perform(.lockerFact(.endedUnseen))
+            })
+            guardLocker = (adopted.pid, -1)
+        }
+    }
+
+    private func endGuardLocker() {
+        if let adopted = guardLocker, adopted.pidfd >= 0 { close(adopted.pidfd) }
+        guardLocker = nil
+        children.adoptedLocker = nil
     }
 
     /// The grab probe, with the locker's processes (none before its start) whose

@@ -7,10 +7,12 @@ public enum AgentError: Error, Equatable {
     case alreadyRunning(String)
     /// Anything else that stops the agent. Exit 1.
     case failed(String)
+    /// The command needs rights it does not have (`xidlelock guard` as a user). Exit 77.
+    case permission(String)
 
     public var message: String {
         switch self {
-        case .unavailable(let m), .alreadyRunning(let m), .failed(let m): m
+        case .unavailable(let m), .alreadyRunning(let m), .failed(let m), .permission(let m): m
         }
     }
 
@@ -19,6 +21,7 @@ public enum AgentError: Error, Equatable {
         case .unavailable: 69
         case .alreadyRunning: 73
         case .failed: 1
+        case .permission: 77
         }
     }
 }

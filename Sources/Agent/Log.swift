@@ -53,6 +53,22 @@ public enum Log {
         }
     }
 
+    /// Lines of one kind (`key`) from a door anyone may knock on (a refused peer, a
+    /// forged signal): the first in full, then at most one a minute with the count
+    /// of those left out, so that a flood cannot bury the log.
+    nonisolated(unsafe) private static var limits: [String: (last: MonotonicInstant, leftOut: Int)] = [:]
+    static func limited(_ key: String, _ message: String, level: LogLevel = .warning) {
+        let now = SystemClock.now().monotonic
+        if let seen = limits[key], now - seen.last < .minutes(1) {
+            limits[key] = (seen.last, seen.leftOut + 1)
+            return
+        }
+        let leftOut = limits[key]?.leftOut ?? 0
+        if limits.count > 1024 { limits.removeAll() }  // keys from many uids: bounded all the same
+        limits[key] = (now, 0)
+        write(level, leftOut > 0 ? "\(message) (and \(leftOut) more like it in the last minute)" : message)
+    }
+
     static func debug(_ message: @autoclosure () -> String) {
         if threshold <= .debug { write(.debug, message()) }
     }

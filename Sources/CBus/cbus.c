@@ -768,3 +768,144 @@ int xil_logind_list_idle_inhibitors(sd_bus *bus) {
     return p_sd_bus_call_method_async(bus, &logind.listing, LOGIN1, MANAGER_PATH, MANAGER, "ListInhibitors",
                                       inhibitors_listed, (void *)logind.cb, "");
 }
+
+/* MARK: The guard's view of logind (as root) */
+
+static struct {
+    struct followed_name login1;
+    const struct xil_desktop_callbacks *cb;
+} guard_logind;
+
+static void guard_owner_changed(struct followed_name *followed) {
+    followed->cb->sessions_changed(followed->cb->context);
+}
+
+static int on_guard_session_signal(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error; (void)userdata;
+    /* What changed is read again from logind itself: a forged signal costs a re-read at most. */
+    if (!from_owner(&guard_logind.login1, m, "a session signal")) return 0;
+    guard_logind.cb->sessions_changed(guard_logind.cb->context);
+    return 0;
+}
+
+int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *cb) {
+    guard_logind.cb = cb;
+    guard_logind.login1 = (struct followed_name){.name = LOGIN1, .cb = cb, .changed = guard_owner_changed};
+    int r = follow_name(bus, &guard_logind.login1);
+    if (r < 0) return r;
+    r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "SessionNew", on_guard_session_signal, NULL);
+    if (r >= 0) r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "SessionRemoved", on_guard_session_signal, NULL);
+    if (r >= 0)
+        r = p_sd_bus_add_match(bus, NULL,
+                               "type='signal',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
+                               "path_namespace='/org/freedesktop/login1/session'",
+                               on_guard_session_signal, NULL);
+    return r < 0 ? r : 0;
+}
+
+/* Reads the session properties the guard needs from a GetAll answer (a{sv}). */
+static int read_session_properties(sd_bus_message *m, struct xil_session_info *s) {
+    int r = p_sd_bus_message_enter_container(m, 'a', "{sv}");
+    if (r < 0) return r;
+    while ((r = p_sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+        const char *key = NULL;
+        r = p_sd_bus_message_read(m, "s", &key);
+        if (r < 0) return r;
+        char *text = NULL;
+        size_t size = 0;
+        int *flag = NULL;
+        uint32_t *number = NULL;
+        if (strcmp(key, "Type") == 0) text = s->type, size = sizeof s->type;
+        else if (strcmp(key, "Class") == 0) text = s->session_class, size = sizeof s->session_class;
+        else if (strcmp(key, "Display") == 0) text = s->display, size = sizeof s->display;
+        else if (strcmp(key, "Active") == 0) flag = &s->active;
+        else if (strcmp(key, "Remote") == 0) flag = &s->remote;
+        else if (strcmp(key, "Leader") == 0) number = &s->leader;
+        if (text) {
+            const char *value = NULL;
+            r = p_sd_bus_message_enter_container(m, 'v', "s");
+            if (r >= 0) r = p_sd_bus_message_read(m, "s", &value);
+            if (r >= 0) snprintf(text, size, "%s", value ? value : "");
+            if (r >= 0) r = p_sd_bus_message_exit_container(m);
+        } else if (flag) {
+            r = p_sd_bus_message_enter_container(m, 'v', "b");
+            if (r >= 0) r = p_sd_bus_message_read(m, "b", flag);
+            if (r >= 0) r = p_sd_bus_message_exit_container(m);
+        } else if (number) {
+            r = p_sd_bus_message_enter_container(m, 'v', "u");
+            if (r >= 0) r = p_sd_bus_message_read(m, "u", number);
+            if (r >= 0) r = p_sd_bus_message_exit_container(m);
+        } else {
+            r = p_sd_bus_message_skip(m, "v");
+        }
+        if (r < 0) return r;
+        r = p_sd_bus_message_exit_container(m);
+        if (r < 0) return r;
+    }
+    if (r < 0) return r;
+    return p_sd_bus_message_exit_container(m);
+}
+
+int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int count = 0;
+    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "ListSessions", &error, &reply, "");
+    if (r >= 0) r = p_sd_bus_message_enter_container(reply, 'a', "(susso)");
+    while (r >= 0 && count < max) {
+        const char *id = NULL, *user = NULL, *seat = NULL, *path = NULL;
+        uint32_t uid = 0;
+        r = p_sd_bus_message_read(reply, "(susso)", &id, &uid, &user, &seat, &path);
+        if (r <= 0) break;
+        struct xil_session_info *s = &sessions[count];
+        memset(s, 0, sizeof *s);
+        snprintf(s->id, sizeof s->id, "%s", id);
+        snprintf(s->user, sizeof s->user, "%s", user);
+        s->uid = uid;
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *props = NULL;
+        int q = p_sd_bus_call_method(bus, LOGIN1, path, "org.freedesktop.DBus.Properties", "GetAll", &e, &props, "s", SESSION);
+        if (q >= 0) q = read_session_properties(props, s);
+        if (props) p_sd_bus_message_unref(props);
+        p_sd_bus_error_free(&e);
+        /* A session gone between the list and the read is simply not listed. */
+        if (q >= 0) count++;
+    }
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : count;
+}
+
+static void copy_error(const sd_bus_error *error, char *text, size_t size) {
+    if (text && size) snprintf(text, size, "%s", error->message ? error->message : error->name ? error->name : "");
+}
+
+int xil_logind_session_of_pid(sd_bus *bus, uint32_t pid, char *id, size_t size, char *error_text, size_t error_size) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    char path[256];
+    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetSessionByPID", &error, &reply, "u", pid);
+    if (r >= 0) r = read_object_path(reply, path, sizeof path);
+    if (reply) reply = p_sd_bus_message_unref(reply);
+    if (r >= 0) {
+        r = p_sd_bus_call_method(bus, LOGIN1, path, "org.freedesktop.DBus.Properties", "Get", &error, &reply, "ss", SESSION, "Id");
+        const char *value = NULL;
+        if (r >= 0) r = p_sd_bus_message_enter_container(reply, 'v', "s");
+        if (r >= 0) r = p_sd_bus_message_read(reply, "s", &value);
+        if (r >= 0) snprintf(id, size, "%s", value ? value : "");
+    }
+    if (r < 0) copy_error(&error, error_text, error_size);
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : 0;
+}
+
+int xil_logind_terminate_session(sd_bus *bus, const char *id, char *error_text, size_t error_size) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "TerminateSession", &error, &reply, "s", id);
+    if (r < 0) copy_error(&error, error_text, error_size);
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : 0;
+}

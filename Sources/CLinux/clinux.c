@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <grp.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/timerfd.h>
@@ -107,6 +110,13 @@ static void child_after_fork(const struct xil_spawn_request *r, int report) {
     cloexec_from(3);
     for (int i = 0; i < n; i++) {
         if (dup2(moved[i], r->fds[i].to) < 0) goto fail;
+    }
+    if (r->set_user) {
+        /* Groups, then the group, then the user: each later step drops the right to the earlier. */
+        if (setgroups((size_t)r->n_groups, r->groups) != 0) goto fail;
+        if (setresgid(r->gid, r->gid, r->gid) != 0) goto fail;
+        if (setresuid(r->uid, r->uid, r->uid) != 0) goto fail;
+        if (r->directory && chdir(r->directory) != 0 && chdir("/") != 0) goto fail;
     }
     if (r->search_path) {
         execvpe(r->path, (char *const *)r->argv, (char *const *)r->envp);
@@ -284,3 +294,49 @@ int xil_load_library(const char *library, const char *const *names, void **const
     if (handle) *handle = lib;
     return 0;
 }
+
+int xil_trace_seize(pid_t pid) {
+    return ptrace(PTRACE_SEIZE, pid, NULL, NULL) == 0 ? 0 : -1;
+}
+
+pid_t xil_guard_wait(enum xil_wait_kind *kind, int *value) {
+    int status = 0;
+    pid_t pid;
+    do {
+        pid = waitpid(-1, &status, WNOHANG | __WALL);
+    } while (pid < 0 && errno == EINTR);
+    *kind = XIL_WAIT_NONE;
+    *value = 0;
+    if (pid <= 0) return 0;
+    if (WIFEXITED(status)) {
+        *kind = XIL_WAIT_EXITED;
+        *value = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+        *kind = XIL_WAIT_KILLED;
+        *value = WTERMSIG(status);
+    } else if (WIFSTOPPED(status)) {
+        int sig = WSTOPSIG(status);
+        int event = status >> 16;
+        if (event == PTRACE_EVENT_STOP) {
+            if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+                /* A group-stop: the agent stays stopped, and the guard hears of SIGCONT. */
+                *kind = XIL_WAIT_STOPPED;
+                *value = sig;
+                ptrace(PTRACE_LISTEN, pid, NULL, NULL);
+            } else {
+                /* Woken from the listen (SIGCONT), or an interrupt: it runs on. */
+                *kind = XIL_WAIT_CONTINUED;
+                ptrace(PTRACE_CONT, pid, NULL, NULL);
+            }
+        } else {
+            /* A signal on its way to the tracee: passed on unchanged. */
+            *kind = XIL_WAIT_OTHER;
+            ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+        }
+    } else {
+        *kind = XIL_WAIT_OTHER;
+    }
+    return pid;
+}
+
+int xil_set_undumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }

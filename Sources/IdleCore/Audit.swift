@@ -36,6 +36,11 @@ public struct AuditRecord: Equatable, Sendable {
         "card": "9ea662da25fe4ac7a1b0b81bd49b5446",
         "card-removal": "035b6ef789674a018b22cb34fee6281e",
         "card-watch": "ac3f14f442664b4694b312b58e123f64",
+        "guard-agent": "df2b09d59a27435f8eca14c3608fb855",
+        "guard-agent-lost": "0177b8b6a54c4e53adbf56ec29cdcae4",
+        "guard-action": "e59b5e05a8ac4386befb85c4645d458c",
+        "guard-locker-failure": "b2c8eed518dd42f59cca965ae6fe7898",
+        "guard-refused": "af2fccadda5646dcab69d5d9a1810aa8",
     ]
 
     /// The entry an announcement makes, if it is one the trail keeps.

@@ -5,6 +5,8 @@ public enum Invocation: Equatable, Sendable {
     case client(ClientCommand)
     case completions(CompletionShell)
     case doctor(DoctorOptions)
+    /// `xidlelock guard`: the root service (`guard` is Swift's keyword).
+    case sessionGuard(GuardOptions)
     /// Print this text and exit 0.
     case help(String)
     case version
@@ -29,6 +31,9 @@ public enum Invocation: Equatable, Sendable {
         CommandDoc(name: "doctor", synopsis: "xidlelock doctor [--json] [--socket PATH] [--policy FILE]",
                    abstract: "Say why the screen would or would not lock now, each problem with what to do; exit 0 only when a lock would happen.",
                    options: DoctorOptions.specs.map(\.doc)),
+        CommandDoc(name: "guard", synopsis: "xidlelock guard [--verbose]",
+                   abstract: "Run the root service that guards every graphical session's agent under the admin's policy (see THE GUARD in xidlelock(1)).",
+                   options: GuardOptions.specs.map(\.doc)),
         CommandDoc(name: "completions", synopsis: "xidlelock completions bash|zsh|fish",
                    abstract: "Print the shell completion script for bash, zsh or fish.",
                    options: []),
@@ -65,6 +70,12 @@ public enum Invocation: Equatable, Sendable {
             if parsed.helpRequested { return .help(try helpText(for: "doctor")) }
             try noPositionals(parsed, command: "doctor")
             return .doctor(options)
+        case "guard":
+            var options = GuardOptions()
+            let parsed = try parseArguments(args.dropFirst(), GuardOptions.specs, into: &options, command: "xidlelock guard")
+            if parsed.helpRequested { return .help(try helpText(for: "guard")) }
+            try noPositionals(parsed, command: "guard")
+            return .sessionGuard(options)
         case "run":
             args = args.dropFirst()
         case .some(let name) where ClientOptions.commands.contains { $0.name == name }:

@@ -26,8 +26,17 @@ public struct Policy: Equatable, Sendable {
     /// Lock when a smart card is taken out; `cardATRs`: only these cards count.
     public var lockOnCardRemoval = false
     public var cardATRs: [CardATR]?
+    /// What the guard (`xidlelock guard`, root) does when a session's agent is lost,
+    /// and after how long.
+    public var onAgentLost: AgentLostAction?
+    public var agentGrace: Millis?
 
     public init() {}
+
+    /// The guard's settings this policy makes.
+    public var guardSettings: GuardSettings {
+        GuardSettings(onAgentLost: onAgentLost ?? .lock, agentGrace: agentGrace ?? GuardSettings.defaultAgentGrace)
+    }
 
     static let specs: [OptionSpec<Policy>] = [
         OptionSpec("--max-lock-after", "DURATION", "The longest lock time allowed; a longer one is clamped to it.") { p, v throws(UsageError) in
@@ -59,6 +68,15 @@ public struct Policy: Equatable, Sendable {
         },
         OptionSpec("--card-atr", "LIST", "The cards whose removal locks (a comma-separated list of ATRs), whatever the user's files say.") { p, v throws(UsageError) in
             p.cardATRs = try CardATR.list(v, for: "card-atr")
+        },
+        OptionSpec("--on-agent-lost", "lock|logoff", "What the guard does when a session's agent is lost: start the policy's locker in the session (lock, the default) or log the session off (logoff).") { p, v throws(UsageError) in
+            guard let action = AgentLostAction(rawValue: v) else {
+                throw UsageError("on-agent-lost: '\(v)' is not lock or logoff")
+            }
+            p.onAgentLost = action
+        },
+        OptionSpec("--agent-grace", "DURATION", "How long the guard waits for a lost agent to come back before it acts (default 10s); three losses within 10 minutes act at once.") { p, v throws(UsageError) in
+            p.agentGrace = try duration(v, for: "agent-grace")
         },
     ]
 

@@ -32,6 +32,8 @@ do {
         status = 0
     case .client(let command):
         status = try ControlClient.run(command)
+    case .sessionGuard(let options):
+        status = try GuardService.run(options)
     case .agent(let options):
         try Agent.run(options)
     }

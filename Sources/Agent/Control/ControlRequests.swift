@@ -2,6 +2,18 @@ import IdleCore
 
 /// What the agent answers to each request of the control socket.
 extension Agent: ControlRequestHandler {
+    /// `status`: the machine's fields and the edges' (also what the guard is told).
+    func statusFields() -> [(String, JSONValue)] {
+        machine.statusFields(at: SystemClock.now(), lockerPid: children.lockerPid)
+            + [("desktop", .object(desktop?.statusFields ?? [])), ("audit", .object(AuditTrail.shared.statusFields)),
+               // Whether the monitor can be turned off at all (no DPMS on Xvfb), and its state.
+               ("monitor", screenPower.map { power in
+                   .object([("dpms", power.unavailable.map { .string("unavailable: " + $0) } ?? .string("available")),
+                            ("on", power.isOn.map(JSONValue.bool) ?? .null)])
+               } ?? .null),
+               ("guard", guardLink?.statusField ?? .null)]
+    }
+
     func handle(_ line: String, from client: ControlConnection) {
         if line.isEmpty { return }
         let asked: ControlRequest
@@ -28,14 +40,7 @@ extension Agent: ControlRequestHandler {
         switch asked {
         case .status:
             wake()
-            let desktopFields = desktop?.statusFields ?? []
-            client.send(ControlRequest.reply(machine.statusFields(at: SystemClock.now(), lockerPid: children.lockerPid)
-                + [("desktop", .object(desktopFields)), ("audit", .object(AuditTrail.shared.statusFields)),
-                   // Whether the monitor can be turned off at all (no DPMS on Xvfb), and its state.
-                   ("monitor", screenPower.map { power in
-                       .object([("dpms", power.unavailable.map { .string("unavailable: " + $0) } ?? .string("available")),
-                                ("on", power.isOn.map(JSONValue.bool) ?? .null)])
-                   } ?? .null)]))
+            client.send(ControlRequest.reply(statusFields()))
         case .lock:
             wake()
             perform(.lockNow)

@@ -33,6 +33,18 @@ struct SpawnRequest {
     /// a foreground command (`inhibit -- CMD`), which keeps the caller's.
     var detachedStreams = true
     var stop: StopPolicy = .terminate(grace: .seconds(5))
+    /// The whole environment to start from; nil: the agent's own. The guard gives a
+    /// clean one (never the user's): the locker then sees nothing the user set.
+    var baseEnvironment: [String]?
+    /// The guard (root) runs the session's locker as the session's user.
+    var runAs: User?
+
+    struct User {
+        var uid: uid_t
+        var gid: gid_t
+        var groups: [gid_t]
+        var home: String
+    }
 
     /// The argv the child runs.
     var arguments: [String] {
@@ -67,7 +79,7 @@ struct SpawnRequest {
 
     /// Starts the child; returns its pid.
     func spawn() throws(SystemError) -> pid_t {
-        let env = SpawnRequest.childEnvironment(base: SpawnRequest.currentEnvironment(), adding: environment)
+        let env = SpawnRequest.childEnvironment(base: baseEnvironment ?? SpawnRequest.currentEnvironment(), adding: environment)
         var pid: pid_t = 0
         // A shell command runs /bin/sh itself; a program is searched in PATH.
         let (path, searchPath): (String, Int32) = switch program {
@@ -78,15 +90,30 @@ struct SpawnRequest {
         let err = withCStrings(arguments) { argv in
             withCStrings(env) { envp in
                 passed.withUnsafeBufferPointer { fds in
-                    var request = xil_spawn_request(
-                        path: nil, search_path: searchPath,
-                        argv: argv, envp: envp,
-                        new_session: newSession ? 1 : 0,
-                        stdin_null: detachedStreams ? 1 : 0, stdout_to_stderr: detachedStreams ? 1 : 0,
-                        fds: fds.baseAddress, n_fds: Int32(fds.count))
-                    return path.withCString { cPath in
-                        request.path = cPath
-                        return xil_spawn(&request, &pid)
+                    (runAs?.groups ?? []).withUnsafeBufferPointer { groups in
+                        var request = xil_spawn_request()
+                        request.search_path = searchPath
+                        request.argv = argv
+                        request.envp = envp
+                        request.new_session = newSession ? 1 : 0
+                        request.stdin_null = detachedStreams ? 1 : 0
+                        request.stdout_to_stderr = detachedStreams ? 1 : 0
+                        request.fds = fds.baseAddress
+                        request.n_fds = Int32(fds.count)
+                        if let user = runAs {
+                            request.set_user = 1
+                            request.uid = user.uid
+                            request.gid = user.gid
+                            request.groups = groups.baseAddress
+                            request.n_groups = Int32(groups.count)
+                        }
+                        return path.withCString { cPath in
+                            (runAs?.home ?? "/").withCString { home in
+                                request.path = cPath
+                                request.directory = home
+                                return xil_spawn(&request, &pid)
+                            }
+                        }
                     }
                 }
             }

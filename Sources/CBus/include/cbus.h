@@ -39,6 +39,9 @@ struct xil_desktop_callbacks {
     /* UPower's OnBattery (0 with no UPower), from UPower's own connection. */
     void (*on_battery)(void *context, int on_battery);
     void (*log)(void *context, int level, const char *message); /* 0 debug .. 3 error */
+    /* The guard: logind's sessions changed (one came, went, or changed a property),
+     * or logind's owner changed; read them again with xil_logind_sessions. */
+    void (*sessions_changed)(void *context);
 };
 
 /* Loads libsystemd.so.0. 0, or -1 with a reason in `error`. */
@@ -100,4 +103,27 @@ int xil_logind_session_active(sd_bus *bus, const char *session_path);
 /* Asks for the idle inhibitors without waiting: the answer comes through the
  * callbacks idle_inhibitor and idle_inhibitors_listed. 0 or -errno. */
 int xil_logind_list_idle_inhibitors(sd_bus *bus);
+/* MARK: The guard (`xidlelock guard`, as root, on the system bus) */
+/* One logind session, as ListSessions and the session's properties give it. */
+struct xil_session_info {
+    char id[64];
+    uint32_t uid;
+    char user[64];
+    char display[64];
+    char type[16];           /* x11, wayland, tty, ... */
+    char session_class[16];  /* user, greeter, lock-screen, ... */
+    int active;
+    int remote;
+    uint32_t leader;
+};
+/* Follows logind's sessions: SessionNew, SessionRemoved and every session's
+ * PropertiesChanged, taken only from logind's own connection, and a change of
+ * logind's owner; each calls sessions_changed. 0 or -errno. */
+int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
+/* Every session (at most `max`): their count, or -errno (logind unreachable). */
+int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max);
+/* logind's GetSessionByPID: the session's id, 0 or -errno (no session: -ENXIO). */
+int xil_logind_session_of_pid(sd_bus *bus, uint32_t pid, char *id, size_t size, char *error, size_t error_size);
+/* logind's TerminateSession. 0 or -errno, the bus's error in `error`. */
+int xil_logind_terminate_session(sd_bus *bus, const char *id, char *error, size_t error_size);
 #endif

@@ -77,6 +77,14 @@ struct xil_spawn_request {
     int stdout_to_stderr;          /* 1: stdout onto the agent's stderr (the log) */
     const struct xil_passed_fd *fds; /* passed to this child alone */
     int n_fds;
+    /* The guard (root) starts a locker as the session's user: 1 to take these
+     * credentials (groups first, then gid, then uid) and `directory` before exec. */
+    int set_user;
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;
+    int n_groups;
+    const char *directory;
 };
 
 /* fork + exec of one request. In the child, before exec: every signal back to
@@ -108,4 +116,24 @@ int xil_accept(int listener);
 /* 1 if the signal's disposition is SIG_IGN (inherited from whoever started us). */
 int xil_signal_ignored(int signal);
 
+/* prctl(PR_SET_DUMPABLE, 0): the process's user can no longer ptrace it or read or
+ * write its memory through /proc (only root can). 0 or -1 and errno. */
+int xil_set_undumpable(void);
+/* The guard follows each verified agent with ptrace (PTRACE_SEIZE, no options):
+ * a SIGSTOP reaches the guard at once, with no polling and without waking the agent,
+ * and no other tracer (the user's) can attach. 0 or -1 and errno (EPERM: another
+ * tracer holds it). */
+int xil_trace_seize(pid_t pid);
+/* What one waitpid(-1, WNOHANG | __WALL) said, for the guard's children and tracees. */
+enum xil_wait_kind {
+    XIL_WAIT_NONE = 0,       /* nothing (more) to reap now */
+    XIL_WAIT_EXITED,         /* value: exit status */
+    XIL_WAIT_KILLED,         /* value: signal */
+    XIL_WAIT_STOPPED,        /* a group-stop (SIGSTOP, SIGTSTP ...); value: signal; left stopped, listened to */
+    XIL_WAIT_CONTINUED,      /* a tracee stopped before runs again (SIGCONT) */
+    XIL_WAIT_OTHER,          /* a signal passed on to the tracee, or an event of no interest */
+};
+/* Reaps or handles one event: the pid (0 when none), its kind and value. A signal
+ * for a tracee is passed on unchanged: the agent sees every signal as without the guard. */
+pid_t xil_guard_wait(enum xil_wait_kind *kind, int *value);
 #endif

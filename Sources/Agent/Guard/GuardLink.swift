@@ -1,0 +1,152 @@
+import CLinux
+import Glibc
+import IdleCore
+
+/// The agent's registration with the guard (`xidlelock guard`, root), under a policy:
+/// one connection to `/run/xidlelock/guard.sock`, kept open for the agent's life. The
+/// guard verifies the agent itself and follows it from outside; the agent only says
+/// which display it watches, its status, and its lock as it changes (while awake
+/// anyway: the link never wakes an idle agent). When the guard goes away (a restart,
+/// an upgrade) the link connects again with backoff.
+final class GuardLink: EventSource {
+    enum Message {
+        case verified
+        case refused(String)
+        case locker(pid: Int32)
+        case lockerEnded(pid: Int32, exitStatus: Int32?, signal: Int32)
+        /// The connection is gone (the guard restarts): nothing vouches for the guard's locker now.
+        case lost
+    }
+
+    let path: String
+    private let display: String
+    private let status: () -> JSONValue
+    private let onMessage: (Message) -> Void
+    private var fd: Int32 = -1
+    private var input = LineBuffer(limit: GuardMessage.longestLine)
+    private var output: [UInt8] = []
+    private var retryAt: MonotonicInstant?
+    private var retryDelay = Millis.seconds(1)
+    /// What the guard said last, for status.
+    private(set) var state = "connecting"
+    private var lastProblem: String?
+
+    /// The guard's socket: /run/xidlelock/guard.sock (a debug build, the tests', takes
+    /// the directory from XIDLELOCK_TEST_RUN, as the policy's from XIDLELOCK_TEST_ETC).
+    static var socketPath: String {
+        #if DEBUG
+        if let directory = getenv("XIDLELOCK_TEST_RUN") { return String(cString: directory) + "/guard.sock" }
+        #endif
+        return "/run/xidlelock/guard.sock"
+    }
+
+    init(display: String, status: @escaping () -> JSONValue, onMessage: @escaping (Message) -> Void) {
+        path = GuardLink.socketPath
+        self.display = display
+        self.status = status
+        self.onMessage = onMessage
+        connect()
+    }
+
+    var statusField: JSONValue { .object([("socket", .string(path)), ("state", .string(state))]) }
+
+    var pollInterest: (fd: Int32, events: PollEvents)? {
+        fd < 0 ? nil : (fd, output.isEmpty ? .readable : [.readable, .writable])
+    }
+
+    var deadline: MonotonicInstant? { fd < 0 ? retryAt : nil }
+
+    func dispatch(_ events: PollEvents) {
+        guard fd >= 0 else { return connect() }
+        if events.contains(.writable) { flush() }
+        if fd >= 0, !events.intersection([.readable, .hangUp, .error]).isEmpty { read() }
+    }
+
+    /// Says the lock changed (the machine's announcements).
+    func lockChanged(locked: Bool) { send(.locked(locked)) }
+
+    private func connect() {
+        retryAt = nil
+        let socket = xil_unix_connect(path)
+        guard socket >= 0 else { return retry("cannot reach the guard at \(path): \(String(cString: strerror(errno)))") }
+        // Only root's guard hears of this agent: a socket served by anyone else is not it.
+        var pid: pid_t = 0
+        var uid: uid_t = 0
+        guard xil_peer_credentials(socket, &pid, &uid) == 0, uid == 0 else {
+            close(socket)
+            return retry("refusing \(path): it is served by uid \(uid) (pid \(pid)), not by root")
+        }
+        fd = socket
+        input = LineBuffer(limit: GuardMessage.longestLine)
+        output = []
+        state = "registering"
+        lastProblem = nil
+        send(.register(display: display))
+        send(.status(status()))
+    }
+
+    private func retry(_ problem: String) {
+        if problem != lastProblem {
+            // Said once per kind of problem: a guard that is down stays down for a while.
+            Log.write(.error, "\(problem): the session is NOT guarded (the guard will act on the admin's policy); trying again")
+            lastProblem = problem
+        }
+        state = "not registered: \(problem)"
+        retryAt = SystemClock.now().monotonic + retryDelay
+        retryDelay = Swift.min(retryDelay + retryDelay, .seconds(30))
+    }
+
+    private func send(_ message: GuardMessage) {
+        guard fd >= 0 else { return }
+        output.append(contentsOf: Array(message.line.utf8))
+        flush()
+    }
+
+    private func flush() {
+        while fd >= 0, !output.isEmpty {
+            do {
+                switch try output.withUnsafeBytes({ bytes throws(SystemError) in try FileIO.writeSome(fd, bytes) }) {
+                case .done(let n): output.removeFirst(n)
+                case .wouldBlock: return  // the loop waits for writable
+                }
+            } catch {
+                return disconnected()
+            }
+        }
+    }
+
+    private func read() {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+        guard n > 0 else { return disconnected() }
+        chunk.withUnsafeBytes { input.append(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+        while let line = input.nextLine() {
+            switch GuardMessage(line: line[...]) {
+            case .verified?:
+                state = "verified"
+                retryDelay = .seconds(1)
+                Log.write(.info, "the guard verified this agent: the session is guarded")
+                onMessage(.verified)
+            case .refused(let reason)?:
+                state = "refused: \(reason)"
+                Log.write(.error, "the guard refused this agent: \(reason): the session is NOT guarded")
+                onMessage(.refused(reason))
+            case .locker(let pid)?:
+                onMessage(.locker(pid: pid))
+            case .lockerEnded(let pid, let status, let signal)?:
+                onMessage(.lockerEnded(pid: pid, exitStatus: status, signal: signal))
+            default:
+                Log.write(.warning, "the guard sent a line this agent does not know: \(ClientText.sanitized(line, maxBytes: 200))")
+            }
+        }
+        if input.overflowed { disconnected() }
+    }
+
+    private func disconnected() {
+        close(fd)
+        fd = -1
+        onMessage(.lost)
+        retry("the guard closed the connection")
+    }
+}

@@ -1,0 +1,264 @@
+import CBus
+import CLinux
+import Glibc
+import IdleCore
+
+/// One connection to the guard's socket: an agent's registration (kept open for the
+/// agent's life) or root's question. Every peer may connect; nothing it says counts
+/// before `PeerCheck` verified it.
+final class GuardConnection: EventSource {
+    let fd: Int32
+    let pid: pid_t
+    let uid: uid_t
+    unowned let service: GuardService
+    var session: String?
+    var registered = false
+    /// Root's `sessions`, answered then closed.
+    var asked = false
+    /// The agent's process ended (its pidfd said so).
+    var ended = false
+    private var input = LineBuffer(limit: GuardMessage.longestLine)
+    private var output: [UInt8] = []
+    private var closing = false
+    private(set) var isFinished = false
+    /// A peer that has not registered within this time is let go: a silent client
+    /// holds nothing of the guard's for long.
+    private var registerBy: MonotonicInstant?
+    static let registrationTime = Millis.seconds(5)
+
+    init(fd: Int32, pid: pid_t, uid: uid_t, service: GuardService) {
+        self.fd = fd
+        self.pid = pid
+        self.uid = uid
+        self.service = service
+        registerBy = SystemClock.now().monotonic + GuardConnection.registrationTime
+    }
+
+    var pollInterest: (fd: Int32, events: PollEvents)? {
+        isFinished ? nil : (fd, output.isEmpty ? .readable : [.readable, .writable])
+    }
+
+    var deadline: MonotonicInstant? { registered || isFinished ? nil : registerBy }
+
+    func dispatch(_ events: PollEvents) {
+        if events.isEmpty {
+            // The deadline: neither registered nor answered in time.
+            if !registered { finish() }
+            return
+        }
+        if events.contains(.writable) { flush() }
+        guard !isFinished, !closing, !events.intersection([.readable, .hangUp, .error]).isEmpty else { return }
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+        guard n > 0 else { return finish() }
+        chunk.withUnsafeBytes { input.append(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+        while !closing, !isFinished, let line = input.nextLine() {
+            guard let message = GuardMessage(line: line[...]) else {
+                finish(with: .refused("not a line of the guard's protocol"))
+                return
+            }
+            service.received(message, from: self)
+        }
+        if input.overflowed { finish(with: .refused("a line longer than \(GuardMessage.longestLine) bytes")) }
+    }
+
+    func send(_ message: GuardMessage) { send(raw: message.line) }
+
+    private func send(raw text: String) {
+        guard !isFinished else { return }
+        output.append(contentsOf: Array(text.utf8))
+        flush()
+    }
+
+    /// Sends `message` (if any) and closes once it is written.
+    func finish(with message: GuardMessage? = nil) { finish(raw: message?.line ?? "") }
+
+    func finish(raw text: String) {
+        guard !isFinished else { return }
+        closing = true
+        send(raw: text)
+        if output.isEmpty { close() }
+    }
+
+    private func flush() {
+        while !isFinished, !output.isEmpty {
+            do {
+                switch try output.withUnsafeBytes({ bytes throws(SystemError) in try FileIO.writeSome(fd, bytes) }) {
+                case .done(let n): output.removeFirst(n)
+                case .wouldBlock: return
+                }
+            } catch {
+                return close()
+            }
+        }
+        if closing && output.isEmpty { close() }
+    }
+
+    private func close() {
+        guard !isFinished else { return }
+        isFinished = true
+        Glibc.close(fd)
+        service.closed(self)
+    }
+}
+
+/// What the guard checks of a peer that says it is a session's agent, each from what
+/// the kernel or logind says, never from the peer: its executable, what it mapped, its
+/// session, its user, its display.
+struct PeerCheck {
+    let pid: pid_t
+    let uid: uid_t
+    let display: String
+    let bus: OpaquePointer?
+    let sessions: [String: GuardedSession]
+
+    struct Refusal: Error {
+        var reason: String
+        var session: String?
+    }
+
+    struct Verified {
+        var session: String
+        var agent: VerifiedAgent
+    }
+
+    func verify() -> Result<Verified, Refusal> {
+        let executable: String
+        switch PeerCheck.installedExecutable(of: pid) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let path): executable = path
+        }
+        if let foreign = PeerCheck.foreignMapping(of: pid, executable: executable) {
+            return .failure(Refusal(reason: "it runs code from \(foreign), a file root does not own (LD_PRELOAD?)"))
+        }
+        guard let bus else { return .failure(Refusal(reason: "logind cannot be reached: its session cannot be checked")) }
+        var id = [CChar](repeating: 0, count: 64)
+        var error = [CChar](repeating: 0, count: 256)
+        let r = xil_logind_session_of_pid(bus, UInt32(pid), &id, id.count, &error, error.count)
+        guard r >= 0 else {
+            return .failure(Refusal(reason: "logind knows no session of pid \(pid) (\(String(nulTerminated: error)))"))
+        }
+        let sessionID = String(nulTerminated: id)
+        guard let session = sessions[sessionID] else {
+            return .failure(Refusal(reason: "its session \(sessionID) is not a user's graphical X11 session", session: sessionID))
+        }
+        guard session.uid == uid else {
+            return .failure(Refusal(reason: "it runs as uid \(uid), but session \(sessionID) is uid \(session.uid)'s (\(session.userName))", session: sessionID))
+        }
+        guard let watched = DisplayName(display), let sessions = DisplayName(session.display), watched == sessions else {
+            return .failure(Refusal(reason: "it watches the display \(display), not the session's \(session.display.isEmpty ? "(none)" : session.display)", session: sessionID))
+        }
+        return .success(Verified(session: sessionID, agent: VerifiedAgent(pid: pid, executable: executable)))
+    }
+
+    /// The guard's own executable: the installed binary every agent must run.
+    static let guardExecutable: (path: String, device: UInt64, inode: UInt64)? = {
+        var info = stat()
+        guard stat("/proc/self/exe", &info) == 0 else { return nil }
+        return (linkTarget("/proc/self/exe") ?? "", UInt64(info.st_dev), UInt64(info.st_ino))
+    }()
+
+    /// The peer's executable, if it is the installed, root-owned xidlelock: the guard's
+    /// own file, or (after an upgrade replaced it, on either side) a root-owned file
+    /// that no one else may write at the same path.
+    static func installedExecutable(of pid: pid_t) -> Result<String, Refusal> {
+        var info = stat()
+        guard stat("/proc/\(pid)/exe", &info) == 0, let path = linkTarget("/proc/\(pid)/exe") else {
+            return .failure(Refusal(reason: "its executable cannot be read (\(String(cString: strerror(errno))))"))
+        }
+        guard let mine = guardExecutable else { return .failure(Refusal(reason: "the guard cannot read its own executable")) }
+        if UInt64(info.st_dev) == mine.device && UInt64(info.st_ino) == mine.inode { return .success(path) }
+        guard info.st_uid == 0, info.st_mode & 0o022 == 0 else {
+            return .failure(Refusal(reason: "its executable \(path) is not root's (owner uid \(info.st_uid), mode \(String(info.st_mode & 0o7777, radix: 8)))"))
+        }
+        guard withoutDeleted(path) == withoutDeleted(mine.path) else {
+            return .failure(Refusal(reason: "its executable \(path) is not the installed \(withoutDeleted(mine.path))"))
+        }
+        return .success(path)
+    }
+
+    /// A file mapped executable in the process that root does not own, or that others
+    /// may write: code the user put there (LD_PRELOAD, LD_LIBRARY_PATH, a planted library).
+    static func foreignMapping(of pid: pid_t, executable: String) -> String? {
+        guard let bytes = FileIO.readSmallFile("/proc/\(pid)/maps", limit: 1 << 20) else { return "/proc/\(pid)/maps (unreadable)" }
+        var checked: Set<Substring> = []
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count == 6, fields[1].dropFirst(2).first == "x" else { continue }
+            let path = fields[5].drop { $0 == " " }
+            guard path.hasPrefix("/"), !checked.contains(path) else { continue }
+            checked.insert(path)
+            if withoutDeleted(String(path)) == withoutDeleted(executable) { continue }
+            var info = stat()
+            guard stat(String(path), &info) == 0, info.st_uid == 0, info.st_mode & 0o022 == 0 else { return String(path) }
+        }
+        return nil
+    }
+
+    static func withoutDeleted(_ path: String) -> String {
+        path.hasSuffix(" (deleted)") ? String(path.dropLast(" (deleted)".count)) : path
+    }
+
+    static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink(path, &buffer, 4096)
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Who traces `pid` (its TracerPid), in words.
+    static func tracer(of pid: pid_t) -> String {
+        guard let bytes = FileIO.readSmallFile("/proc/\(pid)/status", limit: 8192) else { return "unknown" }
+        let line = String(decoding: bytes, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("TracerPid:") }
+        return line.map { "pid " + $0.dropFirst("TracerPid:".count).filter { $0 != " " && $0 != "\t" } } ?? "unknown"
+    }
+
+    /// The X cookie the locker needs: the display manager's `~/.Xauthority` (lightdm's
+    /// default); none where the server needs none (a test's Xvfb).
+    static func xauthority(of session: GuardedSession, home: String) -> String? {
+        let path = home + "/.Xauthority"
+        return access(path, F_OK) == 0 ? path : nil
+    }
+}
+
+/// A session's user, from the passwd and group databases (root's files).
+struct SessionUser {
+    var name: String
+    var uid: uid_t
+    var gid: gid_t
+    var home: String
+    var shell: String
+    var groups: [gid_t]
+
+    init?(uid: UInt32) {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16384)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return nil }
+        self.name = String(cString: name)
+        self.uid = uid
+        gid = entry.pw_gid
+        home = entry.pw_dir.map { String(cString: $0) } ?? "/"
+        shell = entry.pw_shell.map { String(cString: $0) } ?? "/bin/sh"
+        var count: Int32 = 64
+        var list = [gid_t](repeating: 0, count: 64)
+        if getgrouplist(name, gid, &list, &count) < 0 {
+            list = [gid_t](repeating: 0, count: Int(count))
+            _ = getgrouplist(name, gid, &list, &count)
+        }
+        groups = Array(list.prefix(Int(max(count, 0))))
+    }
+
+    var credentials: SpawnRequest.User { SpawnRequest.User(uid: uid, gid: gid, groups: groups, home: home) }
+
+    /// A clean environment for the session's locker: the session's display and what
+    /// logind and passwd say, a fixed system PATH, nothing the user set.
+    func environment(session: GuardedSession, xauthority: String?) -> [String] {
+        var env = ["DISPLAY=\(session.display)", "HOME=\(home)", "USER=\(name)", "LOGNAME=\(name)", "SHELL=\(shell)",
+                   "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+                   "XDG_SESSION_ID=\(session.id)", "XDG_SESSION_TYPE=x11", "XDG_RUNTIME_DIR=/run/user/\(uid)"]
+        if let xauthority { env.append("XAUTHORITY=\(xauthority)") }
+        return env
+    }
+}

@@ -1,0 +1,449 @@
+import CBus
+import CLinux
+import Glibc
+import IdleCore
+
+/// `xidlelock guard`: the root service that keeps the admin's lock binding on the
+/// session's own user. It has no X connection; it follows logind's sessions, verifies
+/// each session's agent itself (`PeerCheck`), follows it with a pidfd and ptrace, and
+/// carries out `GuardMachine`'s actions: the policy's locker in the session as the
+/// user, or logind's TerminateSession.
+public final class GuardService {
+    var machine: GuardMachine
+    let loop = EventLoop()
+    let policyFile: String?
+    let locker: String?
+    let verbose: Bool
+    let socketPath: String
+    private var listener: Int32 = -1
+    private var bus: OpaquePointer?
+    private var callbacks: UnsafeMutablePointer<xil_desktop_callbacks>
+    /// Registrations by session: the connection, the agent's pid.
+    private var agents: [String: (connection: GuardConnection, pid: pid_t)] = [:]
+    private var connections: [GuardConnection] = []
+    /// The guard's lockers (its children) by pid: their session.
+    private var lockers: [pid_t: String] = [:]
+    /// What each verified agent reported at its registration, for root's evidence.
+    private var statuses: [String: JSONValue] = [:]
+    private var sessionsStale = true
+    private var logindReachable = true
+
+    static let runDirectory: String = {
+        #if DEBUG
+        if let directory = getenv("XIDLELOCK_TEST_RUN") { return String(cString: directory) }
+        #endif
+        return "/run/xidlelock"
+    }()
+
+    /// Unverified connections one uid may hold at once; and in all.
+    static let pendingPerUser = 4
+    static let connectionsInAll = 256
+
+    public static func run(_ options: GuardOptions) throws(AgentError) -> Int32 {
+        guard getuid() == 0 else { throw .permission("xidlelock guard must run as root (it is the system's xidlelock-guard.service)") }
+        Log.makeNonBlocking()
+        if options.verbose { Log.threshold = .debug }
+        signal(SIGPIPE, SIG_IGN)
+        let service = try GuardService(options)
+        let ready = xil_notify_ready(service.policyFile.map { "guarding the graphical sessions under \($0)" } ?? "no policy: nothing to guard")
+        if ready < 0 { Log.write(.warning, "cannot tell systemd the guard is ready: \(String(cString: strerror(-ready)))") }
+        while true {
+            do { try service.loop.runOnce() } catch { Log.write(.error, "the guard's loop: \(error)") }
+        }
+    }
+
+    init(_ options: GuardOptions) throws(AgentError) {
+        verbose = options.verbose
+        let sources = ConfigSources.thisMachine
+        let (file, policy, errors) = Policy.forGuard(from: sources)
+        // An unreadable line: the agents run secure; the guard guards with what it read.
+        for error in errors { Log.write(.error, "policy \(error): the guard uses what it could read") }
+        policyFile = file
+        locker = policy.locker
+        machine = GuardMachine(settings: policy.guardSettings)
+        socketPath = GuardService.runDirectory + "/guard.sock"
+        callbacks = .allocate(capacity: 1)
+        callbacks.initialize(to: xil_desktop_callbacks())
+        callbacks.pointee.context = Unmanaged.passUnretained(self).toOpaque()
+        installCallbacks()
+        try listen()
+        do {
+            loop.add(try SignalSource([SIGCHLD, SIGTERM, SIGINT]) { [unowned self] signal in received(signal) })
+            loop.add(AuditTrail.shared)
+            loop.add(try GuardDeadline(next: { [unowned self] in
+                sessionsStale ? MonotonicInstant(.zero) : machine.nextDeadline
+            }) { [unowned self] in
+                if sessionsStale { readSessions() }
+                carryOut(machine.handle(.tick, at: SystemClock.now().monotonic))
+            })
+        } catch {
+            throw .failed("cannot set up the guard's event sources: \(error)")
+        }
+        guard let policyFile else {
+            Log.write(.info, "no policy (\(sources.policy)): nothing to guard; registrations are answered, sessions are not watched")
+            sessionsStale = false
+            return
+        }
+        Log.write(.info, "guarding the graphical sessions under \(policyFile): on-agent-lost \(machine.settings.onAgentLost.rawValue), agent-grace \(machine.settings.agentGrace)")
+        connectBus()
+    }
+
+    // MARK: The socket
+
+    private func listen() throws(AgentError) {
+        let directory = GuardService.runDirectory
+        // Root's directory: no user can plant or replace the socket.
+        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
+            throw .failed("cannot make \(directory): \(String(cString: strerror(errno)))")
+        }
+        var info = stat()
+        guard lstat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == 0, info.st_mode & 0o022 == 0 else {
+            throw .failed("\(directory) is not a directory of root's that only root can write")
+        }
+        unlink(socketPath)
+        listener = xil_unix_listen(socketPath, 64)
+        guard listener >= 0 else { throw .failed("cannot listen on \(socketPath): \(String(cString: strerror(errno)))") }
+        // Every user may connect: each peer is checked by what the kernel says of it.
+        chmod(socketPath, 0o666)
+        loop.add(GuardListener(fd: listener) { [unowned self] in accept() })
+    }
+
+    private func accept() {
+        while connections.count < GuardService.connectionsInAll {
+            let fd = xil_accept(listener)
+            guard fd >= 0 else { return }
+            var pid: pid_t = 0
+            var uid: uid_t = 0
+            guard xil_peer_credentials(fd, &pid, &uid) == 0 else {
+                close(fd)
+                continue
+            }
+            // A flood of one user's connections is bounded: the user's own, not the others'.
+            let pending = connections.filter { $0.uid == uid && !$0.registered }.count
+            if pending >= GuardService.pendingPerUser {
+                Log.limited("guard-flood-\(uid)", "too many unverified connections from uid \(uid): refusing pid \(pid)")
+                close(fd)
+                continue
+            }
+            let connection = GuardConnection(fd: fd, pid: pid, uid: uid, service: self)
+            connections.append(connection)
+            loop.add(connection)
+        }
+    }
+
+    func closed(_ connection: GuardConnection) {
+        connections.removeAll { $0 === connection }
+        guard let session = connection.session, agents[session]?.connection === connection else { return }
+        agents[session] = nil
+        statuses[session] = nil
+        // The pidfd tells a death; a running agent that let go of its registration is lost all the same.
+        carryOut(machine.handle(.agentLost(session: session, loss: connection.ended ? .ended : .disconnected),
+                                at: SystemClock.now().monotonic))
+    }
+
+    // MARK: Messages
+
+    func received(_ message: GuardMessage, from connection: GuardConnection) {
+        switch message {
+        case .register(let display) where connection.session == nil && !connection.asked:
+            register(connection, display: display)
+        case .status(let json) where connection.registered:
+            if let session = connection.session { statuses[session] = json }
+        case .locked(let locked) where connection.registered:
+            if let session = connection.session {
+                carryOut(machine.handle(.agentReported(session: session, locked: locked), at: SystemClock.now().monotonic))
+            }
+        case .sessions where connection.session == nil:
+            connection.asked = true
+            guard connection.uid == 0 else {
+                connection.finish(with: .refused("only root may ask the guard for its sessions"))
+                return
+            }
+            if sessionsStale { readSessions() }
+            var report = machine.report(now: SystemClock.now().monotonic, policyFile: policyFile, statuses: statuses)
+            if case .object(var fields) = report {
+                fields.append(("logind", .bool(logindReachable)))
+                report = .object(fields)
+            }
+            connection.finish(raw: report.text + "\n")
+        default:
+            connection.finish(with: .refused("unexpected message"))
+        }
+    }
+
+    private func register(_ connection: GuardConnection, display: String) {
+        guard policyFile != nil else {
+            connection.finish(with: .refused("no policy on this machine: nothing to guard"))
+            return
+        }
+        if sessionsStale { readSessions() }
+        // The pidfd first: it names this process, so a pid reused during the checks is seen.
+        let pidfd = xil_pidfd_open(connection.pid)
+        guard pidfd >= 0 else {
+            refuse(connection, "its process cannot be followed (\(String(cString: strerror(errno))))", session: nil)
+            return
+        }
+        let check = PeerCheck(pid: connection.pid, uid: connection.uid, display: display, bus: bus,
+                              sessions: machine.sessions.mapValues(\.session))
+        let verified: PeerCheck.Verified
+        switch check.verify() {
+        case .failure(let refusal):
+            close(pidfd)
+            refuse(connection, refusal.reason, session: refusal.session)
+            return
+        case .success(let result):
+            verified = result
+        }
+        var alive = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        // ptrace after every other check: a SIGSTOP from now on reaches the guard at once.
+        guard poll(&alive, 1, 0) == 0, xil_trace_seize(connection.pid) == 0 else {
+            let reason = alive.revents != 0 ? "the agent ended while it was checked"
+                : errno == EPERM ? "cannot follow the agent: another process traces it (\(PeerCheck.tracer(of: connection.pid)))"
+                : "cannot follow the agent: \(String(cString: strerror(errno)))"
+            close(pidfd)
+            refuse(connection, reason, session: verified.session)
+            return
+        }
+        do {
+            let session = verified.session
+            let actions = machine.handle(.agentVerified(session: session, agent: verified.agent), at: SystemClock.now().monotonic)
+            if actions.contains(where: { if case .refuse = $0 { true } else { false } }) {
+                close(pidfd)
+                carryOut(actions)
+                connection.finish()
+                return
+            }
+            connection.session = session
+            connection.registered = true
+            agents[session] = (connection, connection.pid)
+            connection.send(.verified)
+            loop.add(ProcessWatch(pidfd: pidfd) { [weak connection] in
+                connection?.ended = true
+                if let connection { connection.finish() }
+            })
+            if verbose { Log.write(.info, "session \(session): agent pid \(connection.pid) verified (\(verified.agent.executable))") }
+            carryOut(actions)
+        }
+    }
+
+    private func refuse(_ connection: GuardConnection, _ reason: String, session: String?) {
+        Log.limited("guard-refused-\(connection.uid)", "refusing the registration of pid \(connection.pid) (uid \(connection.uid))\(session.map { " for session \($0)" } ?? ""): \(reason)")
+        AuditTrail.record(GuardAudit.refused(pid: connection.pid, uid: connection.uid, reason: reason))
+        connection.finish(with: .refused(reason))
+    }
+
+    // MARK: Actions
+
+    func carryOut(_ actions: [GuardAction]) {
+        var queue = actions
+        while !queue.isEmpty {
+            let action = queue.removeFirst()
+            let now = SystemClock.now().monotonic
+            switch action {
+            case .audit(let entry):
+                Log.write(entry.priority <= 3 ? .error : entry.priority == 4 ? .warning : .info, entry.message)
+                AuditTrail.record(entry)
+            case .startLocker(let session):
+                queue += machine.handle(startLocker(in: session), at: now)
+            case .terminateSession(let session):
+                terminate(session)
+            case .handOverLocker(let session, let pid):
+                agents[session]?.connection.send(.locker(pid: pid))
+            case .tellLockerEnded(let session, let pid, let exitStatus, let signal):
+                agents[session]?.connection.send(.lockerEnded(pid: pid, exitStatus: exitStatus, signal: signal))
+            case .refuse(_, _, let reason):
+                Log.write(.warning, "registration refused: \(reason)")
+            }
+        }
+    }
+
+    /// The policy's locker in the session, as its user, with a clean environment made
+    /// from logind's facts and the user's passwd entry (nothing from the user's files).
+    private func startLocker(in id: String) -> GuardEvent {
+        guard let session = machine.sessions[id]?.session else { return .lockerCouldNotStart(session: id, reason: "the session is gone") }
+        guard let command = locker else {
+            return .lockerCouldNotStart(session: id, reason: "the policy names no locker (set `locker` in \(policyFile ?? "the policy"))")
+        }
+        guard let user = SessionUser(uid: session.uid) else {
+            return .lockerCouldNotStart(session: id, reason: "uid \(session.uid) has no passwd entry")
+        }
+        var request = SpawnRequest(program: .shell(command))
+        request.stop = .never
+        request.runAs = user.credentials
+        request.baseEnvironment = user.environment(session: session, xauthority: PeerCheck.xauthority(of: session, home: user.home))
+        do {
+            let pid = try request.spawn()
+            lockers[pid] = id
+            Log.write(.info, "session \(id): started the policy's locker `\(command)` as \(session.userName) on \(session.display) (pid \(pid))")
+            return .lockerStarted(session: id, pid: pid)
+        } catch {
+            return .lockerCouldNotStart(session: id, reason: "\(error)")
+        }
+    }
+
+    private func terminate(_ session: String) {
+        guard let bus else {
+            Log.write(.error, "session \(session): cannot log it off: the system bus is not connected")
+            return
+        }
+        var error = [CChar](repeating: 0, count: 256)
+        let r = xil_logind_terminate_session(bus, session, &error, error.count)
+        if r < 0 {
+            Log.write(.error, "session \(session): logind's TerminateSession failed: \(String(nulTerminated: error)) (\(String(cString: strerror(-r))))")
+        } else {
+            Log.write(.warning, "session \(session): logged off through logind")
+        }
+    }
+
+    // MARK: Children and tracees
+
+    private func received(_ signal: Int32) {
+        guard signal == SIGCHLD else {
+            // The lockers outlive the guard (never killed: that would unlock), and so do
+            // the agents, detached by the kernel as the tracer goes.
+            Log.write(.info, "received signal \(signal): stopping; the lockers keep running")
+            exit(0)
+        }
+        var kind = XIL_WAIT_NONE
+        var value: Int32 = 0
+        while true {
+            let pid = xil_guard_wait(&kind, &value)
+            guard pid > 0 else { return }
+            let now = SystemClock.now().monotonic
+            if let session = lockers[pid], kind == XIL_WAIT_EXITED || kind == XIL_WAIT_KILLED {
+                lockers[pid] = nil
+                carryOut(machine.handle(.lockerEnded(session: session, pid: pid, exitStatus: kind == XIL_WAIT_EXITED ? value : nil,
+                                                     signal: kind == XIL_WAIT_KILLED ? value : 0), at: now))
+                continue
+            }
+            guard let session = agents.first(where: { $0.value.pid == pid })?.key else { continue }
+            switch kind {
+            case XIL_WAIT_STOPPED:
+                carryOut(machine.handle(.agentLost(session: session, loss: .stopped(signal: value)), at: now))
+            case XIL_WAIT_CONTINUED:
+                carryOut(machine.handle(.agentContinued(session: session), at: now))
+            default:
+                break
+            }
+        }
+    }
+
+    // MARK: logind
+
+    private func installCallbacks() {
+        callbacks.pointee.sessions_changed = { context in
+            Unmanaged<GuardService>.fromOpaque(context!).takeUnretainedValue().sessionsStale = true
+        }
+        callbacks.pointee.forged = { context, sender, what in
+            Log.limited("guard-forged", "dropped \(what.map { String(cString: $0) } ?? "a signal") claiming to be logind's from \(sender.map { String(cString: $0) } ?? "?")")
+        }
+        callbacks.pointee.log = { context, level, message in
+            Log.fromLibrary(level, message)
+        }
+    }
+
+    private func connectBus() {
+        var error = [CChar](repeating: 0, count: 256)
+        guard xil_bus_load(&error, error.count) == 0 else {
+            return logindLost("libsystemd cannot be loaded (\(String(nulTerminated: error)))", retry: false)
+        }
+        var err: Int32 = 0
+        guard let opened = xil_bus_open(0, &err) else {
+            return logindLost("cannot connect to the system bus: \(String(cString: strerror(-err)))", retry: true)
+        }
+        let r = xil_guard_watch_logind(opened, callbacks)
+        guard r >= 0 else {
+            xil_bus_close(opened)
+            return logindLost("cannot follow logind: \(String(cString: strerror(-r)))", retry: true)
+        }
+        bus = opened
+        loop.add(BusConnection(bus: opened, name: "system bus") { [unowned self] code in
+            bus = nil
+            logindLost("the system bus was lost: \(String(cString: strerror(code)))", retry: true)
+        })
+        sessionsStale = true
+    }
+
+    private func logindLost(_ reason: String, retry: Bool) {
+        Log.write(.error, "\(reason): the guard cannot tell which sessions are guarded; every session counts as unguarded")
+        logindReachable = false
+        carryOut(machine.handle(.logindLost(reason: reason), at: SystemClock.now().monotonic))
+        guard retry else { return }
+        loop.add(RetryTimer(at: SystemClock.now().monotonic + .seconds(2)) { [unowned self] in connectBus() })
+    }
+
+    /// Reads every session again (a signal said something changed; never polled).
+    private func readSessions() {
+        sessionsStale = false
+        guard let bus else { return }
+        var infos = [xil_session_info](repeating: xil_session_info(), count: 256)
+        let count = xil_logind_sessions(bus, &infos, Int32(infos.count))
+        let now = SystemClock.now().monotonic
+        guard count >= 0 else {
+            if logindReachable { logindLost("logind does not answer ListSessions: \(String(cString: strerror(-count)))", retry: false) }
+            return
+        }
+        logindReachable = true
+        var seen: Set<String> = []
+        for info in infos.prefix(Int(count)) {
+            let session = SessionFacts(info)
+            // A user's graphical X11 session: not a greeter's, not a tty, not Wayland.
+            guard session.type == "x11", session.sessionClass == "user", !session.remote else { continue }
+            seen.insert(session.guarded.id)
+            carryOut(machine.handle(.sessionSeen(session.guarded), at: now))
+        }
+        for id in machine.sessions.keys where !seen.contains(id) {
+            carryOut(machine.handle(.sessionGone(id: id), at: now))
+            agents[id] = nil
+            statuses[id] = nil
+        }
+    }
+}
+
+/// One logind session's facts, from C.
+struct SessionFacts {
+    var guarded: GuardedSession
+    var type: String
+    var sessionClass: String
+    var remote: Bool
+    var leader: UInt32
+
+    init(_ info: xil_session_info) {
+        var info = info
+        func text<T>(_ field: inout T) -> String {
+            withUnsafeBytes(of: &field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
+        guarded = GuardedSession(id: text(&info.id), uid: info.uid, userName: text(&info.user), display: text(&info.display),
+                                 active: info.active != 0)
+        type = text(&info.type)
+        sessionClass = text(&info.session_class)
+        remote = info.remote != 0
+        leader = info.leader
+    }
+}
+
+/// The guard's listening socket as a source.
+final class GuardListener: EventSource {
+    let fd: Int32
+    let onReady: () -> Void
+    init(fd: Int32, onReady: @escaping () -> Void) {
+        self.fd = fd
+        self.onReady = onReady
+    }
+    var pollInterest: (fd: Int32, events: PollEvents)? { (fd, .readable) }
+    func dispatch(_ events: PollEvents) { onReady() }
+}
+
+/// The guard's machine deadline, on CLOCK_MONOTONIC (poll's own timeout): the guard
+/// acts on waking time, as the agent-grace is room for a restart.
+final class GuardDeadline: EventSource {
+    let next: () -> MonotonicInstant?
+    let onFire: () -> Void
+    init(next: @escaping () -> MonotonicInstant?, onFire: @escaping () -> Void) throws(SystemError) {
+        self.next = next
+        self.onFire = onFire
+    }
+    var deadline: MonotonicInstant? { next() }
+    var preparesLast: Bool { true }
+    func dispatch(_ events: PollEvents) { onFire() }
+}

@@ -1,0 +1,536 @@
+// The guard's decisions (`xidlelock guard`, the root service): which graphical sessions
+// must have a verified agent, when a session counts as unguarded, and what is done
+// then. Pure like `IdleMachine`: facts in (logind's sessions, registrations, an agent's
+// death or stop, the guard's own locker), actions out, time passed in.
+//
+// Why a part outside the session: under the admin's policy the session's own user is
+// one of the attackers, and every process of the user can be killed, stopped or
+// replaced by the user. The guard runs as root; what it knows it verified itself.
+
+/// `xidlelock guard`'s flags.
+public struct GuardOptions: Equatable, Sendable {
+    public var verbose = false
+    public init() {}
+
+    static let specs: [OptionSpec<GuardOptions>] = [
+        OptionSpec("--verbose", nil, "Log every registration, check and session change, not only refusals, losses and actions.") { o, _ in o.verbose = true },
+    ]
+}
+
+/// What the guard does when a session's agent is lost (policy `on-agent-lost`).
+public enum AgentLostAction: String, Equatable, Sendable, CaseIterable {
+    /// Start the policy's locker in the session, as the user.
+    case lock
+    /// logind's TerminateSession.
+    case logoff
+}
+
+public struct GuardSettings: Equatable, Sendable {
+    public var onAgentLost: AgentLostAction = .lock
+    /// Room for the user unit's restart before the guard acts.
+    public var agentGrace: Millis = GuardSettings.defaultAgentGrace
+    /// This many losses within `repeatWindow` act at once: an agent killed as soon as
+    /// it is back gains its user no grace.
+    public var repeatedLosses = 3
+    public var repeatWindow: Millis = .minutes(10)
+    /// This many failed guard lockers in a row log the session off: the guard cannot
+    /// lock it, and an unguarded session must not stay open.
+    public var lockerFailuresBeforeLogoff = 3
+
+    public static let defaultAgentGrace = Millis.seconds(10)
+
+    public init(onAgentLost: AgentLostAction = .lock, agentGrace: Millis = GuardSettings.defaultAgentGrace) {
+        self.onAgentLost = onAgentLost
+        self.agentGrace = agentGrace
+    }
+}
+
+/// A graphical session as logind reports it.
+public struct GuardedSession: Equatable, Sendable {
+    public var id: String
+    public var uid: UInt32
+    public var userName: String
+    /// logind's `Display` (`:0`).
+    public var display: String
+    public var active: Bool
+
+    public init(id: String, uid: UInt32, userName: String, display: String, active: Bool) {
+        self.id = id
+        self.uid = uid
+        self.userName = userName
+        self.display = display
+        self.active = active
+    }
+}
+
+/// A registered agent the guard verified: its process and executable.
+public struct VerifiedAgent: Equatable, Sendable {
+    public var pid: Int32
+    public var executable: String
+    public init(pid: Int32, executable: String) {
+        self.pid = pid
+        self.executable = executable
+    }
+}
+
+/// How an agent was lost.
+public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
+    /// Its process ended (pidfd), by whatever means: SIGTERM, SIGKILL, a crash.
+    case ended
+    /// Stopped (SIGSTOP, SIGTSTP …), seen through ptrace at once.
+    case stopped(signal: Int32)
+    /// It closed its registration while still running.
+    case disconnected
+
+    public var description: String {
+        switch self {
+        case .ended: "the agent ended"
+        case .stopped(let signal): "the agent was stopped (signal \(signal))"
+        case .disconnected: "the agent closed its registration"
+        }
+    }
+}
+
+public enum GuardEvent: Equatable, Sendable {
+    /// A session of a user under the policy, new or changed, as logind reports it.
+    case sessionSeen(GuardedSession)
+    case sessionGone(id: String)
+    /// logind cannot be reached: no registration can be verified and no session is
+    /// known to be guarded until it answers again (then each session is seen again).
+    case logindLost(reason: String)
+    /// A peer passed every check of the edge (credentials, executable, session, display).
+    case agentVerified(session: String, agent: VerifiedAgent)
+    case agentLost(session: String, loss: AgentLoss)
+    /// A stopped agent runs again (SIGCONT).
+    case agentContinued(session: String)
+    /// What a verified agent says of its lock.
+    case agentReported(session: String, locked: Bool)
+    case lockerStarted(session: String, pid: Int32)
+    case lockerCouldNotStart(session: String, reason: String)
+    /// The guard's locker ended: its exit status, or the signal that killed it.
+    case lockerEnded(session: String, pid: Int32, exitStatus: Int32?, signal: Int32)
+    /// Time passed (a deadline).
+    case tick
+}
+
+public enum GuardAction: Equatable, Sendable {
+    /// Start the policy's locker in this session as its user.
+    case startLocker(session: String)
+    case terminateSession(session: String)
+    /// Tell the session's agent that the guard's locker runs (it adopts it).
+    case handOverLocker(session: String, pid: Int32)
+    /// Tell the session's agent how the locker it adopted ended.
+    case tellLockerEnded(session: String, pid: Int32, exitStatus: Int32?, signal: Int32)
+    /// Refuse a registration (the edge closes it, says why).
+    case refuse(session: String, pid: Int32, reason: String)
+    case audit(AuditRecord)
+}
+
+/// The guard's view of one session, for its own evidence (root's `doctor --policy`).
+public struct GuardSessionState: Equatable, Sendable {
+    public enum Locker: Equatable, Sendable {
+        case none
+        case running(pid: Int32, since: MonotonicInstant)
+        /// The last one failed; started again at `at`.
+        case retrying(at: MonotonicInstant)
+    }
+
+    public var session: GuardedSession
+    public var agent: VerifiedAgent?
+    /// Why no verified agent guards the session, since when (nil while one does).
+    public var unguarded: (reason: String, since: MonotonicInstant)?
+    /// When the guard acts for it.
+    public var actAt: MonotonicInstant?
+    public var losses: [MonotonicInstant] = []
+    public var locker: Locker = .none
+    public var lockerFailuresInARow = 0
+    /// The locker was handed to the agent now registered: its end is the agent's to judge.
+    public var lockerHandedOver = false
+    public var agentSaysLocked: Bool?
+    /// The last thing the guard did for this session, in words, and when.
+    public var lastAction: (what: String, at: MonotonicInstant)?
+
+    public static func == (a: GuardSessionState, b: GuardSessionState) -> Bool {
+        a.session == b.session && a.agent == b.agent && a.unguarded?.reason == b.unguarded?.reason
+            && a.unguarded?.since == b.unguarded?.since && a.actAt == b.actAt && a.losses == b.losses
+            && a.locker == b.locker && a.lockerFailuresInARow == b.lockerFailuresInARow
+            && a.lockerHandedOver == b.lockerHandedOver && a.agentSaysLocked == b.agentSaysLocked
+            && a.lastAction?.what == b.lastAction?.what && a.lastAction?.at == b.lastAction?.at
+    }
+
+    /// Guarded: a verified agent runs and is not stopped.
+    public var guarded: Bool { agent != nil && unguarded == nil }
+    /// The screen is held by the guard's own locker, or the verified agent says it is locked.
+    public var locked: Bool {
+        if case .running = locker { return true }
+        return agent != nil && agentSaysLocked == true
+    }
+}
+
+public struct GuardMachine: Sendable {
+    public let settings: GuardSettings
+    public private(set) var sessions: [String: GuardSessionState] = [:]
+    /// The guard's locker exits 0 as an unlock only after it ran this long: the guard
+    /// has no X connection and so no grab probe; this is the agent's grab deadline,
+    /// by which any locker that locks has grabbed (and no one types a password sooner).
+    public let shortestGuardLock = LockerSupervisor().grabDeadline
+
+    public init(settings: GuardSettings) {
+        self.settings = settings
+    }
+
+    /// The earliest time the machine must be told `.tick`.
+    public var nextDeadline: MonotonicInstant? {
+        var earliest: MonotonicInstant?
+        for state in sessions.values {
+            for due in [state.actAt, state.retryAt] {
+                if let due, earliest.map({ due < $0 }) ?? true { earliest = due }
+            }
+        }
+        return earliest
+    }
+
+    public mutating func handle(_ event: GuardEvent, at now: MonotonicInstant) -> [GuardAction] {
+        var actions: [GuardAction] = []
+        switch event {
+        case .sessionSeen(let session):
+            if var state = sessions[session.id] {
+                let becameActive = session.active && !state.session.active
+                state.session = session
+                // Never registered: the grace counts from the session coming to the front.
+                if becameActive, state.agent == nil, state.actAt == nil, state.lastAction == nil, state.locker == .none {
+                    state.actAt = now + settings.agentGrace
+                }
+                if state.unguarded?.reason == GuardMachine.logindUnreachable, state.agent != nil {
+                    state.unguarded = nil
+                    state.actAt = nil
+                }
+                sessions[session.id] = state
+            } else {
+                var state = GuardSessionState(session: session)
+                state.unguarded = ("no agent has registered", now)
+                if session.active { state.actAt = now + settings.agentGrace }
+                sessions[session.id] = state
+            }
+        case .sessionGone(let id):
+            sessions[id] = nil
+        case .logindLost(let reason):
+            for id in sessions.keys.sorted() {
+                guard var state = sessions[id], state.unguarded == nil else { continue }
+                state.unguarded = (GuardMachine.logindUnreachable, now)
+                state.actAt = now + settings.agentGrace
+                sessions[id] = state
+                actions.append(.audit(GuardAudit.unguarded(state.session, reason: "logind cannot be reached (\(reason))")))
+            }
+        case .agentVerified(let id, let agent):
+            guard var state = sessions[id] else {
+                return [.refuse(session: id, pid: agent.pid, reason: "session \(id) is not a graphical session the guard watches")]
+            }
+            if let running = state.agent, running.pid != agent.pid, state.unguarded == nil {
+                return [.refuse(session: id, pid: agent.pid, reason: "pid \(running.pid) already guards session \(id)")]
+            }
+            state.agent = agent
+            state.unguarded = nil
+            state.actAt = nil
+            state.agentSaysLocked = nil
+            actions.append(.audit(GuardAudit.registered(state.session, agent)))
+            if case .running(let pid, _) = state.locker {
+                state.lockerHandedOver = true
+                actions.append(.handOverLocker(session: id, pid: pid))
+            } else if case .retrying = state.locker {
+                // The agent locks from here (its own supervisor, the same policy locker).
+                state.locker = .none
+                state.lockerFailuresInARow = 0
+            }
+            sessions[id] = state
+        case .agentLost(let id, let loss):
+            guard var state = sessions[id], let agent = state.agent else { break }
+            if state.unguarded != nil {
+                // Lost already (stopped): now gone for good; the grace runs on as it was.
+                if loss != .stopped(signal: 0), case .stopped = loss {} else { state.agent = nil }
+                sessions[id] = state
+                break
+            }
+            state.losses = state.losses.filter { now - $0 < settings.repeatWindow } + [now]
+            state.unguarded = (loss.description, now)
+            if case .stopped = loss {} else { state.agent = nil }
+            state.lockerHandedOver = false
+            let repeated = state.losses.count >= settings.repeatedLosses
+            state.actAt = repeated ? now : now + settings.agentGrace
+            actions.append(.audit(GuardAudit.lost(state.session, agent, loss, losses: state.losses.count,
+                                                  actIn: repeated ? .zero : settings.agentGrace, action: settings.onAgentLost)))
+            sessions[id] = state
+            if repeated { actions += act(id, at: now) }
+        case .agentContinued(let id):
+            guard var state = sessions[id], let agent = state.agent, state.unguarded != nil else { break }
+            state.unguarded = nil
+            state.actAt = nil
+            actions.append(.audit(GuardAudit.registered(state.session, agent, again: true)))
+            if case .running(let pid, _) = state.locker {
+                state.lockerHandedOver = true
+                actions.append(.handOverLocker(session: id, pid: pid))
+            }
+            sessions[id] = state
+        case .agentReported(let id, let locked):
+            sessions[id]?.agentSaysLocked = locked
+        case .lockerStarted(let id, let pid):
+            guard var state = sessions[id] else { break }
+            state.locker = .running(pid: pid, since: now)
+            state.lastAction = ("started the policy's locker (pid \(pid))", now)
+            actions.append(.audit(GuardAudit.acted(state.session, "started the policy's locker (pid \(pid))", priority: 5)))
+            if state.guarded {
+                state.lockerHandedOver = true
+                actions.append(.handOverLocker(session: id, pid: pid))
+            }
+            sessions[id] = state
+        case .lockerCouldNotStart(let id, let reason):
+            actions += lockerFailed(id, "could not be started (\(reason))", at: now)
+        case .lockerEnded(let id, let pid, let exitStatus, let signal):
+            guard var state = sessions[id], case .running(let running, let since) = state.locker, running == pid else { break }
+            let ran = now - since
+            if state.lockerHandedOver && state.guarded {
+                // The agent adopted it: the agent judges its end and relocks if it must.
+                state.locker = .none
+                state.lockerHandedOver = false
+                sessions[id] = state
+                return [.tellLockerEnded(session: id, pid: pid, exitStatus: exitStatus, signal: signal)]
+            }
+            if exitStatus == 0 && ran >= shortestGuardLock {
+                state.locker = .none
+                state.lockerFailuresInARow = 0
+                state.lastAction = ("its locker was unlocked after \(ran)", now)
+                actions.append(.audit(GuardAudit.acted(state.session, "the guard's locker was unlocked after \(ran) locked", priority: 5)))
+                // Still no agent: the grace runs again, and the session locks again after it.
+                if !state.guarded { state.actAt = now + settings.agentGrace }
+                sessions[id] = state
+            } else {
+                let why = signal != 0 ? "was killed by signal \(signal) after \(ran)"
+                    : exitStatus == 0 ? "exited 0 after \(ran), before it could have held the screen"
+                    : "exited with status \(exitStatus ?? -1) after \(ran)"
+                actions += lockerFailed(id, why, at: now)
+            }
+        case .tick:
+            for id in sessions.keys.sorted() {
+                guard let state = sessions[id] else { continue }
+                if let due = state.actAt, now >= due { actions += act(id, at: now) }
+                if let due = state.retryAt, now >= due, !state.guarded { actions += startLocker(id, at: now) }
+            }
+        }
+        return actions
+    }
+
+    static let logindUnreachable = "logind cannot be reached"
+
+    /// The policy's `on-agent-lost`, for a session without a guarding agent.
+    private mutating func act(_ id: String, at now: MonotonicInstant) -> [GuardAction] {
+        guard var state = sessions[id] else { return [] }
+        state.actAt = nil
+        sessions[id] = state
+        switch settings.onAgentLost {
+        case .logoff:
+            return logoff(id, because: state.unguarded?.reason ?? "no agent", at: now)
+        case .lock:
+            if case .running = state.locker { return [] }
+            return startLocker(id, at: now)
+        }
+    }
+
+    private mutating func startLocker(_ id: String, at now: MonotonicInstant) -> [GuardAction] {
+        guard var state = sessions[id] else { return [] }
+        if case .running = state.locker { return [] }
+        state.locker = .none
+        sessions[id] = state
+        return [.startLocker(session: id)]
+    }
+
+    private mutating func logoff(_ id: String, because reason: String, at now: MonotonicInstant) -> [GuardAction] {
+        guard var state = sessions[id] else { return [] }
+        state.lastAction = ("logged the session off (\(reason))", now)
+        sessions[id] = state
+        return [.audit(GuardAudit.acted(state.session, "logging the session off: \(reason)", priority: 3)),
+                .terminateSession(session: id)]
+    }
+
+    private mutating func lockerFailed(_ id: String, _ why: String, at now: MonotonicInstant) -> [GuardAction] {
+        guard var state = sessions[id] else { return [] }
+        state.lockerFailuresInARow += 1
+        let failures = state.lockerFailuresInARow
+        var actions: [GuardAction] = [.audit(GuardAudit.lockerFailed(state.session, why, failures: failures))]
+        state.lastAction = ("its locker \(why)", now)
+        if failures >= settings.lockerFailuresBeforeLogoff {
+            state.locker = .none
+            sessions[id] = state
+            return actions + logoff(id, because: "the guard's locker failed \(failures) times in a row", at: now)
+        }
+        // At once after the first failure, then 1, 2, 4 … s: the agent's backoff.
+        state.locker = .retrying(at: now + LockerSupervisor().retryDelay(attempt: failures))
+        sessions[id] = state
+        if !state.guarded, case .retrying(let at) = state.locker, at <= now { actions += startLocker(id, at: now) }
+        return actions
+    }
+}
+
+extension GuardSessionState {
+    var retryAt: MonotonicInstant? {
+        if case .retrying(let at) = locker { return at }
+        return nil
+    }
+}
+
+/// The guard's entries in the audit trail (root's journal: `_UID=0` tells them from
+/// anything a user can write).
+public enum GuardAudit {
+    static func fields(_ session: GuardedSession) -> [(name: String, value: String)] {
+        [("XIDLELOCK_SESSION", session.id), ("XIDLELOCK_USER", session.userName),
+         ("XIDLELOCK_SESSION_UID", String(session.uid)), ("XIDLELOCK_DISPLAY", session.display)]
+    }
+
+    static func registered(_ session: GuardedSession, _ agent: VerifiedAgent, again: Bool = false) -> AuditRecord {
+        AuditRecord(event: "guard-agent", priority: 6,
+                    message: "session \(session.id) (\(session.userName)) is guarded: agent pid \(agent.pid) verified (\(agent.executable))\(again ? ", running again" : "")",
+                    fields: fields(session) + [("XIDLELOCK_PID", String(agent.pid))])
+    }
+
+    static func lost(_ session: GuardedSession, _ agent: VerifiedAgent, _ loss: AgentLoss, losses: Int,
+                     actIn: Millis, action: AgentLostAction) -> AuditRecord {
+        AuditRecord(event: "guard-agent-lost", priority: 3,
+                    message: "session \(session.id) (\(session.userName)) is NOT guarded: \(loss) (pid \(agent.pid)); \(action == .lock ? "locking" : "logging off") in \(actIn) (\(losses) loss\(losses == 1 ? "" : "es") within 10m)",
+                    fields: fields(session) + [("XIDLELOCK_PID", String(agent.pid)), ("XIDLELOCK_REASON", loss.description),
+                                               ("XIDLELOCK_LOSSES", String(losses))])
+    }
+
+    static func unguarded(_ session: GuardedSession, reason: String) -> AuditRecord {
+        AuditRecord(event: "guard-agent-lost", priority: 3,
+                    message: "session \(session.id) (\(session.userName)) is NOT guarded: \(reason)",
+                    fields: fields(session) + [("XIDLELOCK_REASON", reason)])
+    }
+
+    static func acted(_ session: GuardedSession, _ what: String, priority: Int) -> AuditRecord {
+        AuditRecord(event: "guard-action", priority: priority, message: "session \(session.id) (\(session.userName)): \(what)",
+                    fields: fields(session) + [("XIDLELOCK_ACTION", what)])
+    }
+
+    static func lockerFailed(_ session: GuardedSession, _ why: String, failures: Int) -> AuditRecord {
+        AuditRecord(event: "guard-locker-failure", priority: 3,
+                    message: "session \(session.id) (\(session.userName)): the guard's locker \(why): the screen may NOT be locked (\(failures) in a row)",
+                    fields: fields(session) + [("XIDLELOCK_REASON", why), ("XIDLELOCK_FAILURES", String(failures))])
+    }
+
+    public static func refused(pid: Int32, uid: UInt32, reason: String) -> AuditRecord {
+        AuditRecord(event: "guard-refused", priority: 4, message: "registration refused (pid \(pid), uid \(uid)): \(reason)",
+                    fields: [("XIDLELOCK_PID", String(pid)), ("XIDLELOCK_PEER_UID", String(uid)), ("XIDLELOCK_REASON", reason)])
+    }
+}
+
+/// The lines between an agent and the guard (over `/run/xidlelock/guard.sock`), and
+/// root's question. One message a line; the guard's socket is root's, the peer is
+/// checked by the guard itself, so nothing here is taken on the peer's word but what
+/// a verified agent says of its own lock.
+public enum GuardMessage: Equatable, Sendable {
+    // The agent's.
+    /// The first line: the display the agent watches.
+    case register(display: String)
+    /// The agent's status (`status --json`, one line), for root's evidence.
+    case status(JSONValue)
+    case locked(Bool)
+    // Root's (`doctor --policy`): every session, as JSON, then the guard closes.
+    case sessions
+    // The guard's.
+    case verified
+    case refused(String)
+    /// The guard's locker runs in the session: adopt it.
+    case locker(pid: Int32)
+    /// The adopted locker ended: its exit status or signal.
+    case lockerEnded(pid: Int32, exitStatus: Int32?, signal: Int32)
+
+    /// The longest line either side sends (a status is a few KiB).
+    public static let longestLine = 64 * 1024
+
+    public var line: String {
+        switch self {
+        case .register(let display): "register \(display)\n"
+        case .status(let json): "status \(json.text)\n"
+        case .locked(let locked): locked ? "locked\n" : "unlocked\n"
+        case .sessions: "sessions\n"
+        case .verified: "verified\n"
+        case .refused(let reason): "refused \(reason.filter { $0 != "\n" })\n"
+        case .locker(let pid): "locker \(pid)\n"
+        case .lockerEnded(let pid, let exitStatus, let signal): "locker-ended \(pid) \(exitStatus.map(String.init) ?? "-") \(signal)\n"
+        }
+    }
+
+    public init?(line: Substring) {
+        let word = line.prefix { $0 != " " }
+        let rest = line.dropFirst(word.count + 1)
+        let words = rest.split(separator: " ")
+        switch word {
+        case "register":
+            guard !rest.isEmpty, DisplayName(String(rest)) != nil else { return nil }
+            self = .register(display: String(rest))
+        case "status":
+            guard let json = try? JSONValue(parsing: String(rest)) else { return nil }
+            self = .status(json)
+        case "locked" where rest.isEmpty: self = .locked(true)
+        case "unlocked" where rest.isEmpty: self = .locked(false)
+        case "sessions" where rest.isEmpty: self = .sessions
+        case "verified" where rest.isEmpty: self = .verified
+        case "refused": self = .refused(String(rest))
+        case "locker":
+            guard words.count == 1, let pid = Int32(words[0]), pid > 0 else { return nil }
+            self = .locker(pid: pid)
+        case "locker-ended":
+            guard words.count == 3, let pid = Int32(words[0]), let signal = Int32(words[2]) else { return nil }
+            let status = words[1] == "-" ? nil : Int32(words[1])
+            guard words[1] == "-" || status != nil else { return nil }
+            self = .lockerEnded(pid: pid, exitStatus: status, signal: signal)
+        default: return nil
+        }
+    }
+}
+
+extension Policy {
+    /// The admin's policy as the guard reads it: the file (nil when there is none), the
+    /// policy, and each line it could not read. An unreadable policy still guards (with
+    /// the defaults): the agents run `secure` under it.
+    public static func forGuard(from sources: ConfigSources) -> (file: String?, policy: Policy, errors: [String]) {
+        let path = sources.policy
+        let contents = sources.read(path)
+        switch contents {
+        case .missing: return (nil, Policy(), [])
+        case .unreadable(let reason): return (path, Policy(), ["\(path): cannot be read (\(reason))"])
+        case .bytes, .text:
+            let read = Policy.read(ConfigText.lines(contents) ?? [], path: path)
+            return (path, read.policy, read.errors)
+        }
+    }
+}
+
+extension GuardMachine {
+    /// Every session as the guard knows it, for root's `doctor --policy` (`sessions`).
+    /// `statuses`: what each verified agent reported at its registration.
+    public func report(now: MonotonicInstant, policyFile: String?, statuses: [String: JSONValue]) -> JSONValue {
+        func ago(_ at: MonotonicInstant) -> JSONValue { .number(Double((now - at).value)) }
+        let list: [JSONValue] = sessions.keys.sorted().compactMap { id in
+            guard let state = sessions[id] else { return nil }
+            var fields: [(String, JSONValue)] = [
+                ("id", .string(id)), ("user", .string(state.session.userName)), ("uid", .number(Double(state.session.uid))),
+                ("display", .string(state.session.display)), ("active", .bool(state.session.active)),
+                ("guarded", .bool(state.guarded)),
+                ("agent", state.agent.map { .object([("pid", .number(Double($0.pid))), ("executable", .string($0.executable))]) } ?? .null),
+                ("unguarded", state.unguarded.map { .object([("reason", .string($0.reason)), ("since_ms", ago($0.since))]) } ?? .null),
+                ("locked", .bool(state.locked)),
+                ("guard_locker", { if case .running(let pid, _) = state.locker { .number(Double(pid)) } else { .null } }()),
+                ("last_action", state.lastAction.map { .object([("what", .string($0.what)), ("ms_ago", ago($0.at))]) } ?? .null),
+                ("losses_10m", .number(Double(state.losses.filter { now - $0 < settings.repeatWindow }.count))),
+            ]
+            fields.append(("agent_status", state.guarded ? statuses[id] ?? .null : .null))
+            return .object(fields)
+        }
+        return .object([
+            ("policy", policyFile.map { .string($0) } ?? .null),
+            ("on_agent_lost", .string(settings.onAgentLost.rawValue)),
+            ("agent_grace_ms", .number(Double(settings.agentGrace.value))),
+            ("sessions", .array(list)),
+        ])
+    }
+}
