@@ -24,6 +24,15 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
                                             environment or its nearest ancestor's
     bus.py terminated                       the sessions TerminateSession was called for so
                                             far, as a JSON array of ids, oldest first
+
+Not D-Bus, for the guard's tests:
+
+    bus.py fake-agent SOCKET REPLY_FILE     a script of the session's user in place of its
+                                            killed agent: listens on the agent's control
+                                            socket (removing the dead agent's first) and
+                                            answers every request line with REPLY_FILE's
+                                            line (a `status --json` saved earlier); prints
+                                            `listening`, then `answered N`; runs until killed
     bus.py on-battery true|false            UPower's OnBattery (PropertiesChanged from the mock)
     bus.py idle-inhibit WHO WHY --until FILE
                                             holds a logind idle block inhibitor until FILE exists
@@ -162,6 +171,40 @@ def guard_setup(args):
     # As logind announces a new session (the mock's AddSession does not).
     m.EmitSignal(MANAGER, 'SessionNew', 'so', [session_id, dbus.ObjectPath(path)], dbus_interface=MOCK)
     print(path)
+
+
+def fake_agent(args):
+    import socket
+    path, reply_file = args
+    with open(reply_file, encoding='utf-8') as f:
+        reply = f.read().strip().encode() + b'\n'
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(16)
+    print('listening', flush=True)
+    answered = 0
+    while True:
+        conn, _ = server.accept()
+        conn.settimeout(5)
+        buffer = b''
+        try:
+            while True:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                buffer += chunk
+                while b'\n' in buffer:
+                    _, buffer = buffer.split(b'\n', 1)
+                    conn.sendall(reply)
+                    answered += 1
+                    print(f'answered {answered}', flush=True)
+        except OSError:
+            pass
+        conn.close()
 
 
 def sleep_inhibitors(bus):
@@ -582,6 +625,8 @@ def main():
         target.UpdateProperties(SESSION, {'Active': dbus.Boolean(args[-1] == 'true')}, dbus_interface=MOCK)
     elif command == 'guard-setup':
         guard_setup(args)
+    elif command == 'fake-agent':
+        fake_agent(args)
     elif command == 'terminated':
         calls = manager(dbus.SystemBus()).GetMethodCalls('TerminateSession', dbus_interface=MOCK)
         print(json.dumps([str(call[1][0]) for call in calls]))
