@@ -1,0 +1,241 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Issue #27: `xidlelock guard`, run as root, against the session's own user (`nobody`,
+/// a second local user): the attacks the issue lists end locked or logged off within
+/// agent-grace + 2 s, a registration that is not the session's agent is refused, and
+/// root's `doctor --policy` speaks from what the guard verified, not from the user's
+/// socket. See `GuardSession` for the machine each test builds.
+///
+/// Every wait is on a thing (the locker's pid file, a process, logind's mock, an exit
+/// status) with a deadline; each test prints a `guard figure:` line with what it measured.
+@Suite(.serialized, .enabled(if: getuid() == 0, "the guard runs as root and the session's user is nobody"))
+struct GuardTests {
+    /// Waits for the guard's locker and checks it: it holds the keyboard within
+    /// agent-grace + 2 s of `since` (plus `allowance`), not before agent-grace when
+    /// `notBeforeGrace`, runs as the session's user and on the session's display.
+    func expectGuardLocker(_ g: GuardSession, since: ContinuousClock.Instant, allowance: Duration = .zero,
+                           notBeforeGrace: Bool = true, figure: String,
+                           sourceLocation: SourceLocation = #_sourceLocation) async throws -> Int32 {
+        let (pid, after) = try await g.waitForLocker(since: since)
+        print("guard figure (\(figure)): the locker held the keyboard \(after.milliseconds) ms after, agent-grace \(guardGrace.milliseconds) ms")
+        #expect(after <= guardGrace + guardActWindow + allowance,
+                "the locker came \(after.milliseconds) ms after, above agent-grace + 2 s\n\(g.logs)", sourceLocation: sourceLocation)
+        if notBeforeGrace {
+            #expect(after >= guardGrace - .milliseconds(250),
+                    "the locker came \(after.milliseconds) ms after, before agent-grace\n\(g.logs)", sourceLocation: sourceLocation)
+        }
+        let uids = ProcInfo.uids(pid)
+        #expect(uids == [guardUserID, guardUserID, guardUserID, guardUserID],
+                "the locker \(pid) runs with uids \(uids.map { "\($0)" } ?? "gone"), not the session user's", sourceLocation: sourceLocation)
+        #expect(ProcInfo.environment(pid, "DISPLAY") == g.display,
+                "the locker's DISPLAY is \(ProcInfo.environment(pid, "DISPLAY") ?? "unset"), not the session's \(g.display)",
+                sourceLocation: sourceLocation)
+        return pid
+    }
+
+    func unlock(_ g: GuardSession) {
+        _ = FileManager.default.createFile(atPath: g.unlockFile, contents: nil)
+    }
+
+    // MARK: a. kill -9
+
+    @Test("a. kill -9 of the verified agent: the guard's locker as the user within agent-grace + 2 s; an agent started again adopts it (no second locker); the unlock ends it for good")
+    func killedAgent() async throws {
+        try await GuardSession.with { g in
+            let agent = try await g.startVerifiedAgent()
+            #expect(g.lockerPids.isEmpty && g.runningLockers.isEmpty, "a locker before the agent was lost\n\(g.logs)")
+            agent.send(SIGKILL)
+            let killedAt = ContinuousClock.now
+            _ = try await agent.waitForExit()
+            let pid = try await expectGuardLocker(g, since: killedAt, figure: "a. kill -9")
+
+            // An agent started again takes the guard's locker over.
+            let second = try g.startAgent()
+            try await g.wait("the new agent to report the guard's locker \(pid) as the one holding the screen") {
+                guard second.process.isRunning else {
+                    throw AgentExited(waitingFor: "adoption", exit: Exit(second.process), log: second.log + "\n" + g.logs)
+                }
+                let status = try await g.userStatus()
+                return status?["state"] as? String == "locked" && status?["locker_pid"] as? Int == Int(pid)
+            }
+            var seen = Set(g.runningLockers)
+            let another = try await g.s.happens(within: .milliseconds(1500)) {
+                seen.formUnion(g.runningLockers)
+                return g.lockerPids.count > 1 || seen.contains { $0 != pid }
+            }
+            #expect(!another, "a second locker after the new agent came: recorded \(g.lockerPids), running \(seen.sorted())\n\(g.logs)")
+            #expect(isAlive(pid), "the guard's locker ended when the agent came\n\(g.logs)")
+
+            // The unlock: the locker exits 0, the agent is unlocked, nothing locks again.
+            unlock(g)
+            try await g.wait("the locker to exit after the unlock") { !isAlive(pid) }
+            try await g.wait("the agent to be unlocked") {
+                let status = try await g.userStatus()
+                return status != nil && status?["state"] as? String != "locked"
+            }
+            let relocked = try await g.s.happens(within: .milliseconds(1500)) {
+                g.lockerPids.count > 1 || !g.runningLockers.isEmpty
+            }
+            #expect(!relocked, "a locker again after the unlock (the locker's exit was not taken as the unlock): \(g.lockerPids)\n\(g.logs)")
+            print("guard figure (a. kill -9, adoption): lockers recorded \(g.lockerPids.count), agent unlocked")
+        }
+    }
+
+    // MARK: b. SIGTERM, SIGSTOP
+
+    @Test("b. SIGTERM (the agent exits 75) and SIGSTOP (the agent stays stopped): the guard's locker within agent-grace + 2 s",
+          arguments: ["SIGTERM", "SIGSTOP"])
+    func stoppedAgent(signal: String) async throws {
+        try await GuardSession.with { g in
+            let agent = try await g.startVerifiedAgent()
+            agent.send(signal == "SIGTERM" ? SIGTERM : SIGSTOP)
+            let sentAt = ContinuousClock.now
+            if signal == "SIGTERM" {
+                let exit = try await agent.waitForExit()
+                #expect(exit == .exited(75), "the agent \(exit) on SIGTERM under the policy, not status 75\n\(agent.log)")
+            } else {
+                try await g.wait("the agent to stop") { ["T", "t"].contains(ProcInfo.state(agent.pid) ?? "") }
+            }
+            _ = try await expectGuardLocker(g, since: sentAt, figure: "b. \(signal)")
+            if signal == "SIGSTOP" {
+                let state = ProcInfo.state(agent.pid)
+                #expect(state == "T" || state == "t", "the agent is no longer stopped (state \(state ?? "gone"))\n\(g.logs)")
+            }
+        }
+    }
+
+    // MARK: c. on-agent-lost logoff
+
+    @Test("c. on-agent-lost logoff: kill -9 of the agent, then logind's TerminateSession of the session within agent-grace + 2 s, and no locker")
+    func logoff() async throws {
+        try await GuardSession.with(onAgentLost: "logoff") { g in
+            let agent = try await g.startVerifiedAgent()
+            #expect(try await g.terminated().isEmpty, "TerminateSession before the agent was lost\n\(g.logs)")
+            agent.send(SIGKILL)
+            let killedAt = Date().timeIntervalSince1970
+            _ = try await agent.waitForExit()
+            try await g.wait("TerminateSession(\(guardSessionID)) on logind's mock",
+                             timeout: guardGrace + guardActWindow + .seconds(10)) { !g.terminateTimes.isEmpty }
+            let after = g.terminateTimes[0] - killedAt
+            print("guard figure (c. kill -9, logoff): TerminateSession \(Int(after * 1000)) ms after the kill")
+            #expect(after <= Double((guardGrace + guardActWindow).milliseconds) / 1000,
+                    "TerminateSession \(Int(after * 1000)) ms after the kill, above agent-grace + 2 s\n\(g.logs)")
+            #expect(after >= Double(guardGrace.milliseconds - 250) / 1000,
+                    "TerminateSession \(Int(after * 1000)) ms after the kill, before agent-grace\n\(g.logs)")
+            let calls = try await g.terminated()
+            #expect(!calls.isEmpty && calls.allSatisfy { $0 == guardSessionID }, "TerminateSession calls: \(calls)")
+            #expect(g.lockerPids.isEmpty && g.runningLockers.isEmpty, "a locker under on-agent-lost logoff\n\(g.logs)")
+        }
+    }
+
+    // MARK: d. no agent
+
+    @Test("d. no agent ever registers for the active x11 session: the guard's locker after agent-grace, within agent-grace + 2 s")
+    func noAgent() async throws {
+        try await GuardSession.with(startGuard: false) { g in
+            let startedAt = ContinuousClock.now
+            try await g.startGuard()
+            let startup = (g.guardReadyAt ?? startedAt) - startedAt
+            _ = try await expectGuardLocker(g, since: startedAt, allowance: startup, figure: "d. no agent, from the guard's start (its socket after \(startup.milliseconds) ms)")
+            #expect(try await g.rootDoctor().exit == .exited(1), "root's doctor is met with no agent\n\(g.logs)")
+        }
+    }
+
+    // MARK: e. refusals
+
+    /// How the refused agent differs from the session's.
+    enum Impostor: String, CaseIterable, CustomTestStringConvertible {
+        case otherUID = "another uid (12345), the session marked"
+        case copiedBinary = "a copy of the binary owned by the user"
+        case otherDisplay = "a display that is not the session's"
+        var testDescription: String { rawValue }
+    }
+
+    @Test("e. a registration that is not the session's agent is refused with its reason, and the guard still locks after agent-grace",
+          arguments: Impostor.allCases)
+    func refusal(impostor: Impostor) async throws {
+        try await GuardSession.with { g in
+            let readyAt = try #require(g.guardReadyAt)
+            let agent: AgentProcess
+            let reason: [String]  // one of these names the reason in the refusal's log line
+            switch impostor {
+            case .otherUID:
+                let dirs = try UserDirectories(g.s.path("stranger"), uid: strangerUserID)
+                agent = try g.startAgent(uid: strangerUserID, dirs: dirs, sessionBus: false)
+                reason = ["\(strangerUserID)", "uid", "user"]
+            case .copiedBinary:
+                let bin = g.user.base + "/bin"
+                #expect(mkdir(bin, 0o755) == 0 && chown(bin, guardUserID, guardUserID) == 0)
+                let copy = bin + "/xidlelock"
+                try FileManager.default.copyItem(atPath: agentBinary, toPath: copy)
+                #expect(chown(copy, guardUserID, guardUserID) == 0 && chmod(copy, 0o755) == 0)
+                agent = try g.startAgent(binary: copy)
+                reason = [copy, "root", "executable", "binary"]
+            case .otherDisplay:
+                let other = try await g.startOtherServer()
+                agent = try g.startAgent(display: other)
+                reason = [other, "display"]
+            }
+            var line = ""
+            try await g.wait("the guard to log the refusal of agent \(agent.pid)") {
+                line = g.guardLog.split(separator: "\n").map(String.init).first {
+                    $0.contains("\(agent.pid)") && $0.lowercased().contains("refus")
+                } ?? ""
+                return !line.isEmpty
+            }
+            print("guard figure (e. \(impostor.rawValue)): refused: \(line)")
+            #expect(reason.contains { line.lowercased().contains($0.lowercased()) }, "the refusal does not name the reason (\(reason)): \(line)")
+            _ = try await expectGuardLocker(g, since: readyAt, notBeforeGrace: false, figure: "e. \(impostor.rawValue), from the guard's socket")
+            #expect(try await g.rootDoctor().exit == .exited(1), "root's doctor is met with only a refused agent\n\(g.logs)")
+            #expect(g.lockerPids.count == 1, "lockers: \(g.lockerPids)\n\(g.logs)")
+        }
+    }
+
+    // MARK: f. root's doctor
+
+    @Test("f. root's doctor --policy: exit 0 while the verified agent runs; exit 1 naming the session once it is killed, though a script of the user answers on its socket with a saved status")
+    func rootDoctorEvidence() async throws {
+        try await GuardSession.with { g in
+            let agent = try await g.startVerifiedAgent()
+            let met = try await g.rootDoctor()
+            #expect(met.exit == .exited(0), "\(met.stdout)\(met.stderr)")
+            print("guard figure (f. root's doctor, agent verified): exit \(met.exit)\n\(met.stdout)")
+
+            // The user saves the agent's status, kills it and answers in its place.
+            let saved = try await g.runAsUser(agentBinary, ["status", "--json"])
+            try #require(saved.exit == .exited(0), "status as the user: \(saved.stderr)")
+            let savedState = jsonObject(saved.stdout)?["state"] as? String
+            try g.s.write(saved.stdout, to: "user/saved-status.json")
+            agent.send(SIGKILL)
+            let killedAt = ContinuousClock.now
+            _ = try await agent.waitForExit()
+            let (program, arguments) = g.asUser(guardUserID, systemPython, [busScript, "fake-agent", g.agentSocket, g.s.path("user/saved-status.json")])
+            _ = try g.s.startBackground(program, arguments, output: "fake-agent.out", environment: g.userEnvironment(g.user))
+            try await g.wait("the user's script to listen on \(g.agentSocket)", extra: { g.s.contents("fake-agent.out") }) {
+                g.s.contents("fake-agent.out").contains("listening")
+            }
+            // The user's own view is fooled: the script answers as the agent did.
+            let fooled = try await g.userStatus()
+            #expect(fooled != nil && fooled?["state"] as? String == savedState,
+                    "the script's answer was not taken as the agent's: \(g.s.contents("fake-agent.out"))")
+
+            // Root's is not.
+            try await g.wait("root's doctor --policy to exit 1", every: .milliseconds(100)) {
+                try await g.rootDoctor().exit == .exited(1)
+            }
+            let unmet = try await g.rootDoctor()
+            print("guard figure (f. root's doctor, agent killed, script answering): exit \(unmet.exit) \((ContinuousClock.now - killedAt).milliseconds) ms after the kill\n\(unmet.stdout)")
+            #expect(unmet.stdout.contains(guardSessionID), "root's doctor does not name the session: \(unmet.stdout)\(unmet.stderr)")
+            let report = try await g.rootDoctor(json: true)
+            #expect(report.exit == .exited(1) && jsonObject(report.stdout) != nil && report.stdout.contains(guardSessionID),
+                    "doctor --json: \(report.exit) \(report.stdout)\(report.stderr)")
+
+            // And once the guard's locker holds the screen: still not a verified agent.
+            _ = try await g.waitForLocker(since: killedAt)
+            let locked = try await g.rootDoctor()
+            #expect(locked.exit == .exited(1) && locked.stdout.contains(guardSessionID), "\(locked.exit) \(locked.stdout)")
+        }
+    }
+}
