@@ -202,3 +202,72 @@ public enum PolicyCheck {
         }
     }
 }
+
+/// Root's `doctor --policy`: every graphical session, as the guard verified it, held
+/// against the profile. The agent's status comes from the guard (what the verified
+/// agent reported at its registration), never from a socket the user serves.
+public struct GuardCheckReport: Equatable, Sendable {
+    public var profile: String
+    /// Each session's id and user, and its check.
+    public var sessions: [(id: String, user: String, report: PolicyCheckReport)]
+    /// Why nothing could be checked (the guard does not answer), if so.
+    public var problem: String?
+
+    public static func == (a: GuardCheckReport, b: GuardCheckReport) -> Bool {
+        a.profile == b.profile && a.problem == b.problem && a.sessions.map(\.id) == b.sessions.map(\.id)
+            && a.sessions.map(\.report) == b.sessions.map(\.report)
+    }
+
+    public var met: Bool { problem == nil && sessions.allSatisfy(\.report.met) }
+
+    public var text: String {
+        if let problem { return "NOT MET  guard: \(problem)\n=> nothing speaks for the sessions of this machine" }
+        if sessions.isEmpty { return "=> no user's graphical session to check (the guard watches none now)" }
+        var blocks = sessions.map { "session \($0.id) (\($0.user)):\n" + $0.report.text }
+        let unmet = sessions.filter { !$0.report.met }.map(\.id)
+        blocks.append(unmet.isEmpty ? "=> every session meets \(profile), as the guard verified"
+                                    : "=> NOT met in session\(unmet.count == 1 ? "" : "s") \(unmet.joined(separator: ", "))")
+        return blocks.joined(separator: "\n")
+    }
+
+    public var json: JSONValue {
+        .object([
+            ("profile", .string(profile)), ("met", .bool(met)), ("source", .string("guard")),
+            ("problem", problem.map { .string($0) } ?? .null),
+            ("sessions", .array(sessions.map { s in
+                .object([("id", .string(s.id)), ("user", .string(s.user)), ("met", .bool(s.report.met)),
+                         ("requirements", s.report.json["requirements"] ?? .array([]))])
+            })),
+        ])
+    }
+}
+
+extension PolicyCheck {
+    /// Said under a check that asked the agent's own socket.
+    public static let userCheckNote = "note: this check asked the agent's own socket, which its user controls; only root's `xidlelock doctor --policy` (through xidlelock-guard.service) speaks for the guard"
+
+    /// Holds every session the guard reports (`sessions`; nil with `problem` when the guard
+    /// did not answer) against the profile: each must be guarded by a verified agent, and
+    /// that agent's status must meet every requirement.
+    public static func check(_ profile: [ReportedSetting], path: String, guardReport: JSONValue?, problem: String? = nil) -> GuardCheckReport {
+        guard let guardReport, case .array(let sessions)? = guardReport["sessions"] else {
+            return GuardCheckReport(profile: path, sessions: [], problem: problem ?? "the guard sent no sessions")
+        }
+        return GuardCheckReport(profile: path, sessions: sessions.map { session in
+            let id = session["id"]?.string ?? "?"
+            let user = session["user"]?.string ?? "?"
+            let agent = session["agent"]
+            let guarded = session["guarded"]?.bool == true
+            let why = session["unguarded"]?["reason"]?.string ?? "no verified agent"
+            let lastAction = session["last_action"]?["what"]?.string
+            let guardLine = PolicyRequirement(
+                requirement: "guard", met: guarded,
+                detail: guarded ? "agent pid \(agent?["pid"]?.integer ?? 0) verified by the guard (\(agent?["executable"]?.string ?? "?"))"
+                                : "NOT guarded: \(why)" + (lastAction.map { "; the guard \($0)" } ?? ""))
+            let status = guarded ? session["agent_status"].flatMap { $0 == .null ? nil : $0 } : nil
+            var report = check(profile, path: path, status: status, agentProblem: guarded ? "the agent reported no status" : "no verified agent")
+            report.requirements.insert(guardLine, at: 0)
+            return (id, user, report)
+        }, problem: nil)
+    }
+}

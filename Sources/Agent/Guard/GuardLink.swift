@@ -40,6 +40,26 @@ final class GuardLink: EventSource {
         return "/run/xidlelock/guard.sock"
     }
 
+    /// Root's question: every session as the guard verified it (one JSON line).
+    static func sessions() throws(AgentError) -> JSONValue {
+        let fd = xil_unix_connect(socketPath)
+        guard fd >= 0 else { throw .unavailable("the guard does not answer at \(socketPath): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var pid: pid_t = 0
+        var uid: uid_t = 0
+        guard xil_peer_credentials(fd, &pid, &uid) == 0, uid == 0 else {
+            throw .unavailable("refusing \(socketPath): it is served by uid \(uid) (pid \(pid)), not by root")
+        }
+        signal(SIGPIPE, SIG_IGN)
+        _ = try? FileIO.writeAll(fd, GuardMessage.sessions.line)
+        var reader = ControlClient.Reader(fd: fd)
+        guard let line = try reader.line(timeout: 5000) else { throw .failed("the guard closed the connection without answering") }
+        guard let answer = try? JSONValue(parsing: line), answer["sessions"] != nil else {
+            throw .failed("the guard answered: \(ClientText.sanitized(line, maxBytes: 300))")
+        }
+        return answer
+    }
+
     init(display: String, status: @escaping () -> JSONValue, onMessage: @escaping (Message) -> Void) {
         path = GuardLink.socketPath
         self.display = display

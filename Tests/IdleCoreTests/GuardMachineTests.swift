@@ -1,0 +1,271 @@
+import IdleCore
+import Testing
+
+/// The guard's decisions, with time passed in: what makes a session unguarded, when the
+/// guard acts, and how its locker is judged and handed over.
+struct GuardStory {
+    var machine: GuardMachine
+    var now = MonotonicInstant.seconds(100)
+    let session = GuardedSession(id: "c2", uid: 1000, userName: "alice", display: ":0", active: true)
+    let agent = VerifiedAgent(pid: 4242, executable: "/usr/bin/xidlelock")
+
+    init(_ settings: GuardSettings = GuardSettings(onAgentLost: .lock, agentGrace: .seconds(10))) {
+        machine = GuardMachine(settings: settings)
+    }
+
+    @discardableResult
+    mutating func send(_ event: GuardEvent) -> [GuardAction] { machine.handle(event, at: now) }
+
+    /// Moves time on, telling the machine at each deadline on the way, as the edge does.
+    @discardableResult
+    mutating func wait(_ span: Millis) -> [GuardAction] {
+        let end = now + span
+        var actions: [GuardAction] = []
+        while let due = machine.nextDeadline, due <= end {
+            now = Swift.max(now, due)
+            actions += machine.handle(.tick, at: now)
+        }
+        now = end
+        return actions
+    }
+
+    /// A session seen, its agent verified.
+    mutating func guarded() {
+        send(.sessionSeen(session))
+        send(.agentVerified(session: session.id, agent: agent))
+    }
+
+    var state: GuardSessionState? { machine.sessions[session.id] }
+}
+
+extension Array where Element == GuardAction {
+    var lockerStarts: Int { filter { if case .startLocker = $0 { true } else { false } }.count }
+    var logoffs: Int { filter { if case .terminateSession = $0 { true } else { false } }.count }
+    var audits: [AuditRecord] { compactMap { if case .audit(let a) = $0 { a } else { nil } } }
+}
+
+@Suite("The guard's decisions")
+struct GuardMachineTests {
+    @Test("a verified agent guards its session: no deadline, nothing done however long")
+    func guardedIsQuiet() {
+        var s = GuardStory()
+        s.guarded()
+        #expect(s.state?.guarded == true)
+        #expect(s.machine.nextDeadline == nil)
+        #expect(s.wait(.hours(5)).isEmpty)
+    }
+
+    @Test("an agent's death: the locker starts after agent-grace, not before; an agent back within the grace cancels it")
+    func deathThenGrace() {
+        var s = GuardStory()
+        s.guarded()
+        let lost = s.send(.agentLost(session: "c2", loss: .ended))
+        #expect(lost.audits.map(\.event) == ["guard-agent-lost"])
+        #expect(lost.audits.first?.priority == 3)
+        #expect(s.state?.guarded == false)
+        #expect(s.wait(.ms(9_999)).lockerStarts == 0)
+        #expect(s.wait(.ms(1)).lockerStarts == 1)
+
+        var back = GuardStory()
+        back.guarded()
+        back.send(.agentLost(session: "c2", loss: .ended))
+        back.wait(.seconds(5))
+        back.send(.agentVerified(session: "c2", agent: VerifiedAgent(pid: 5000, executable: "/usr/bin/xidlelock")))
+        #expect(back.wait(.minutes(10)).lockerStarts == 0)
+        #expect(back.state?.agent?.pid == 5000)
+    }
+
+    @Test("a stopped agent is lost; continued within the grace it guards again; stopped past it, the session locks")
+    func stopped() {
+        var s = GuardStory()
+        s.guarded()
+        s.send(.agentLost(session: "c2", loss: .stopped(signal: 19)))
+        #expect(s.state?.unguarded?.reason == "the agent was stopped (signal 19)")
+        s.wait(.seconds(3))
+        s.send(.agentContinued(session: "c2"))
+        #expect(s.state?.guarded == true)
+        #expect(s.wait(.minutes(1)).lockerStarts == 0)
+
+        s.send(.agentLost(session: "c2", loss: .stopped(signal: 19)))
+        #expect(s.wait(.seconds(10)).lockerStarts == 1)
+    }
+
+    @Test("on-agent-lost logoff: TerminateSession after the grace, with an error in the audit trail")
+    func logoff() {
+        var s = GuardStory(GuardSettings(onAgentLost: .logoff, agentGrace: .seconds(10)))
+        s.guarded()
+        s.send(.agentLost(session: "c2", loss: .ended))
+        let acted = s.wait(.seconds(10))
+        #expect(acted.logoffs == 1)
+        #expect(acted.lockerStarts == 0)
+        #expect(acted.audits.contains { $0.event == "guard-action" && $0.message.contains("logging the session off") })
+        #expect(s.state?.lastAction?.what.hasPrefix("logged the session off") == true)
+    }
+
+    @Test("three losses within 10 minutes act at once; losses older than the window do not count")
+    func repeatedLoss() {
+        var s = GuardStory()
+        s.guarded()
+        for _ in 0..<2 {
+            s.send(.agentLost(session: "c2", loss: .ended))
+            s.wait(.seconds(2))
+            s.send(.agentVerified(session: "c2", agent: s.agent))
+        }
+        let third = s.send(.agentLost(session: "c2", loss: .ended))
+        #expect(third.lockerStarts == 1)
+
+        var old = GuardStory()
+        old.guarded()
+        for _ in 0..<2 {
+            old.send(.agentLost(session: "c2", loss: .ended))
+            old.wait(.seconds(2))
+            old.send(.agentVerified(session: "c2", agent: old.agent))
+            old.wait(.minutes(6))
+        }
+        #expect(old.send(.agentLost(session: "c2", loss: .ended)).lockerStarts == 0)
+        #expect(old.wait(.seconds(10)).lockerStarts == 1)
+    }
+
+    @Test("a session no agent registers for: the grace counts from the session coming to the front")
+    func neverRegistered() {
+        var s = GuardStory()
+        var away = s.session
+        away.active = false
+        s.send(.sessionSeen(away))
+        #expect(s.wait(.hours(1)).lockerStarts == 0)
+        s.send(.sessionSeen(s.session))
+        #expect(s.wait(.ms(9_999)).lockerStarts == 0)
+        #expect(s.wait(.ms(1)).lockerStarts == 1)
+    }
+
+    @Test("the guard's locker is handed to the next agent, which judges its end; never a second locker")
+    func handOver() {
+        var s = GuardStory()
+        s.guarded()
+        s.send(.agentLost(session: "c2", loss: .ended))
+        #expect(s.wait(.seconds(10)).lockerStarts == 1)
+        s.send(.lockerStarted(session: "c2", pid: 777))
+        #expect(s.state?.locked == true)
+        let back = s.send(.agentVerified(session: "c2", agent: VerifiedAgent(pid: 5000, executable: "/usr/bin/xidlelock")))
+        #expect(back.contains(.handOverLocker(session: "c2", pid: 777)))
+        #expect(back.lockerStarts == 0)
+        s.wait(.seconds(30))
+        let ended = s.send(.lockerEnded(session: "c2", pid: 777, exitStatus: 1, signal: 0))
+        #expect(ended == [.tellLockerEnded(session: "c2", pid: 777, exitStatus: 1, signal: 0)])
+        #expect(s.wait(.minutes(5)).lockerStarts == 0)
+    }
+
+    @Test("the guard's own locker: exit 0 after holding is an unlock (and the grace runs again without an agent); a quick exit 0, a non-zero exit or a kill is relocked, three in a row log off")
+    func lockerRule() {
+        var s = GuardStory()
+        s.send(.sessionSeen(s.session))
+        #expect(s.wait(.seconds(10)).lockerStarts == 1)
+        s.send(.lockerStarted(session: "c2", pid: 1))
+        s.wait(.seconds(40))
+        let unlocked = s.send(.lockerEnded(session: "c2", pid: 1, exitStatus: 0, signal: 0))
+        #expect(unlocked.audits.contains { $0.message.contains("unlocked after 40s") })
+        #expect(s.wait(.ms(9_999)).lockerStarts == 0)
+        #expect(s.wait(.ms(1)).lockerStarts == 1)
+
+        s.send(.lockerStarted(session: "c2", pid: 2))
+        s.wait(.ms(200))
+        let quick = s.send(.lockerEnded(session: "c2", pid: 2, exitStatus: 0, signal: 0))
+        #expect(quick.lockerStarts == 1, "an exit 0 at once is no unlock: relocked at once")
+        #expect(quick.audits.contains { $0.event == "guard-locker-failure" })
+        s.send(.lockerStarted(session: "c2", pid: 3))
+        s.wait(.seconds(5))
+        let killed = s.send(.lockerEnded(session: "c2", pid: 3, exitStatus: nil, signal: 9))
+        #expect(killed.lockerStarts == 0, "the second failure waits 1 s")
+        #expect(s.wait(.seconds(1)).lockerStarts == 1)
+        s.send(.lockerStarted(session: "c2", pid: 4))
+        let third = s.send(.lockerEnded(session: "c2", pid: 4, exitStatus: 1, signal: 0))
+        #expect(third.logoffs == 1)
+        #expect(third.lockerStarts == 0)
+    }
+
+    @Test("a second agent for a guarded session is refused; a session the guard does not watch is refused")
+    func refusals() {
+        var s = GuardStory()
+        s.guarded()
+        let second = s.send(.agentVerified(session: "c2", agent: VerifiedAgent(pid: 9, executable: "/usr/bin/xidlelock")))
+        #expect(second == [.refuse(session: "c2", pid: 9, reason: "pid 4242 already guards session c2")])
+        #expect(s.state?.agent?.pid == 4242)
+        let unknown = s.send(.agentVerified(session: "c9", agent: s.agent))
+        #expect(unknown.count == 1)
+        if case .refuse(_, _, let reason)? = unknown.first { #expect(reason.contains("not a graphical session")) }
+    }
+
+    @Test("logind lost: every guarded session is unguarded and acted on after the grace; back with the agent alive, guarded again")
+    func logindLost() {
+        var s = GuardStory()
+        s.guarded()
+        let lost = s.send(.logindLost(reason: "the system bus was lost"))
+        #expect(lost.audits.first?.message.contains("logind cannot be reached") == true)
+        #expect(s.state?.guarded == false)
+        s.wait(.seconds(2))
+        s.send(.sessionSeen(s.session))
+        #expect(s.state?.guarded == true)
+        #expect(s.wait(.minutes(1)).lockerStarts == 0)
+
+        s.send(.logindLost(reason: "gone"))
+        #expect(s.wait(.seconds(10)).lockerStarts == 1)
+    }
+
+    @Test("root's report: guarded, agent, lock and last action, and the agent's status only while guarded")
+    func report() {
+        var s = GuardStory()
+        s.guarded()
+        s.send(.agentReported(session: "c2", locked: true))
+        let status = JSONValue.object([("state", .string("locked"))])
+        var report = s.machine.report(now: s.now, policyFile: "/etc/xidlelock/policy", statuses: ["c2": status])
+        var session = report["sessions"]?[0]
+        #expect(session?["guarded"]?.bool == true)
+        #expect(session?["locked"]?.bool == true)
+        #expect(session?["agent"]?["pid"]?.integer == 4242)
+        #expect(session?["agent_status"] == status)
+        s.send(.agentLost(session: "c2", loss: .ended))
+        s.wait(.seconds(10))
+        s.send(.lockerStarted(session: "c2", pid: 31))
+        report = s.machine.report(now: s.now, policyFile: "/etc/xidlelock/policy", statuses: ["c2": status])
+        session = report["sessions"]?[0]
+        #expect(session?["guarded"]?.bool == false)
+        #expect(session?["agent_status"] == .null)
+        #expect(session?["guard_locker"]?.integer == 31)
+        #expect(session?["unguarded"]?["reason"]?.string == "the agent ended")
+        #expect(session?["last_action"]?["what"]?.string == "started the policy's locker (pid 31)")
+    }
+
+    @Test("the wire lines read back as written; anything else is no message")
+    func protocolLines() {
+        let messages: [GuardMessage] = [.register(display: ":0"), .locked(true), .locked(false), .sessions, .verified,
+                                        .refused("not root's"), .locker(pid: 12),
+                                        .lockerEnded(pid: 12, exitStatus: 0, signal: 0), .lockerEnded(pid: 12, exitStatus: nil, signal: 9),
+                                        .status(.object([("state", .string("active"))]))]
+        for message in messages {
+            #expect(GuardMessage(line: message.line.dropLast()) == message, "\(message.line)")
+        }
+        for bad in ["register", "register nodisplay", "locker -1", "locker-ended 1 x 0", "locked now", "hello", "status {"] {
+            #expect(GuardMessage(line: bad[...]) == nil, "\(bad)")
+        }
+    }
+
+    @Test("root's doctor --policy through the guard: an unguarded session is NOT met with the guard's reason, whatever its user's socket says")
+    func rootCheck() throws {
+        var s = GuardStory()
+        s.guarded()
+        let profile = [ReportedSetting(name: "secure", value: "", from: "p:1")]
+        let status = JSONValue.object([
+            ("state", .string("active")),
+            ("settings", .array([.object([("name", .string("secure")), ("value", .string("yes"))])])),
+            ("policy", .object([("file", .string("/etc/xidlelock/policy")), ("settings", .array([.object([("name", .string("secure")), ("value", .string(""))])])), ("errors", .array([]))])),
+        ])
+        let met = PolicyCheck.check(profile, path: "p", guardReport: s.machine.report(now: s.now, policyFile: "/etc/xidlelock/policy", statuses: ["c2": status]))
+        #expect(met.met, "\(met.text)")
+        s.send(.agentLost(session: "c2", loss: .ended))
+        let unmet = PolicyCheck.check(profile, path: "p", guardReport: s.machine.report(now: s.now, policyFile: "/etc/xidlelock/policy", statuses: ["c2": status]))
+        #expect(!unmet.met)
+        #expect(unmet.text.contains("NOT MET  guard: NOT guarded: the agent ended"), "\(unmet.text)")
+        let noGuard = PolicyCheck.check(profile, path: "p", guardReport: nil, problem: "the guard does not answer")
+        #expect(!noGuard.met)
+    }
+}
