@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <grp.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -340,3 +341,15 @@ pid_t xil_guard_wait(enum xil_wait_kind *kind, int *value) {
 }
 
 int xil_set_undumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int xil_directory_watch(const char *directory) {
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) return -1;
+    if (inotify_add_watch(fd, directory, IN_CREATE | IN_MOVED_TO) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}

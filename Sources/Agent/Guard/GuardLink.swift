@@ -27,6 +27,13 @@ final class GuardLink: EventSource {
     private var output: [UInt8] = []
     private var retryAt: MonotonicInstant?
     private var retryDelay = Millis.seconds(1)
+    /// Past the quick retries (a guard restarting), the link waits without waking the
+    /// agent: for the socket to appear in the guard's directory (inotify), and tries
+    /// again at the agent's own wake-ups at most this often.
+    static let quickRetriesUntil = Millis.seconds(16)
+    static let slowRetry = Millis.seconds(30)
+    private var lastTry = MonotonicInstant.zero
+    private var directoryWatch: Int32 = -1
     /// What the guard said last, for status.
     private(set) var state = "connecting"
     private var lastProblem: String?
@@ -71,13 +78,25 @@ final class GuardLink: EventSource {
     var statusField: JSONValue { .object([("socket", .string(path)), ("state", .string(state))]) }
 
     var pollInterest: (fd: Int32, events: PollEvents)? {
-        fd < 0 ? nil : (fd, output.isEmpty ? .readable : [.readable, .writable])
+        if fd >= 0 { return (fd, output.isEmpty ? .readable : [.readable, .writable]) }
+        return directoryWatch >= 0 ? (directoryWatch, .readable) : nil
     }
 
     var deadline: MonotonicInstant? { fd < 0 ? retryAt : nil }
 
+    /// Not registered, past the quick retries: tries again when the agent is awake anyway.
+    func prepareToWait() {
+        if fd < 0, retryAt == nil, SystemClock.now().monotonic - lastTry >= GuardLink.slowRetry { connect() }
+    }
+
     func dispatch(_ events: PollEvents) {
-        guard fd >= 0 else { return connect() }
+        guard fd >= 0 else {
+            if directoryWatch >= 0 {
+                var drain = [UInt8](repeating: 0, count: 4096)
+                while drain.withUnsafeMutableBytes({ Glibc.read(directoryWatch, $0.baseAddress, $0.count) }) > 0 {}
+            }
+            return connect()
+        }
         if events.contains(.writable) { flush() }
         if fd >= 0, !events.intersection([.readable, .hangUp, .error]).isEmpty { read() }
     }
@@ -87,6 +106,7 @@ final class GuardLink: EventSource {
 
     private func connect() {
         retryAt = nil
+        lastTry = SystemClock.now().monotonic
         let socket = xil_unix_connect(path)
         guard socket >= 0 else { return retry("cannot reach the guard at \(path): \(String(cString: strerror(errno)))") }
         // Only root's guard hears of this agent: a socket served by anyone else is not it.
@@ -97,6 +117,10 @@ final class GuardLink: EventSource {
             return retry("refusing \(path): it is served by uid \(uid) (pid \(pid)), not by root")
         }
         fd = socket
+        if directoryWatch >= 0 {
+            close(directoryWatch)
+            directoryWatch = -1
+        }
         input = LineBuffer(limit: GuardMessage.longestLine)
         output = []
         state = "registering"
@@ -112,8 +136,15 @@ final class GuardLink: EventSource {
             lastProblem = problem
         }
         state = "not registered: \(problem)"
-        retryAt = SystemClock.now().monotonic + retryDelay
-        retryDelay = Swift.min(retryDelay + retryDelay, .seconds(30))
+        if retryDelay <= GuardLink.quickRetriesUntil {
+            retryAt = SystemClock.now().monotonic + retryDelay
+            retryDelay = retryDelay + retryDelay
+        } else if directoryWatch < 0 {
+            // The guard's directory outlives the guard (RuntimeDirectoryPreserve): its socket
+            // showing up there wakes the agent; no timer does.
+            let directory = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
+            directoryWatch = xil_directory_watch(directory)
+        }
     }
 
     private func send(_ message: GuardMessage) {

@@ -119,6 +119,9 @@ int xil_signal_ignored(int signal);
 /* prctl(PR_SET_DUMPABLE, 0): the process's user can no longer ptrace it or read or
  * write its memory through /proc (only root can). 0 or -1 and errno. */
 int xil_set_undumpable(void);
+/* An inotify descriptor (non-blocking, close-on-exec) readable when a file is created
+ * in or moved into `directory`; -1 and errno. */
+int xil_directory_watch(const char *directory);
 /* The guard follows each verified agent with ptrace (PTRACE_SEIZE, no options):
  * a SIGSTOP reaches the guard at once, with no polling and without waking the agent,
  * and no other tracer (the user's) can attach. 0 or -1 and errno (EPERM: another
