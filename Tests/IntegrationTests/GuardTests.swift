@@ -50,16 +50,26 @@ struct GuardTests {
             let killedAt = ContinuousClock.now
             _ = try await agent.waitForExit()
             let pid = try await expectGuardLocker(g, since: killedAt, figure: "a. kill -9")
+            // The locker rule: a simple command is exec'd, so that the process the guard
+            // supervises (and hands over) is the locker itself, not a shell around it.
+            let guardPid = try #require(g.guardProcess?.processIdentifier)
+            let parent = ProcInfo.parent(pid) ?? 0
+            let wrapper: Int32? = parent == guardPid ? nil : parent
+            #expect(wrapper == nil, "the locker \(pid) is a child of \(parent) (`\(ProcInfo.commandLine(parent))`), not of the guard (\(guardPid)): the policy's simple locker command was not exec'd\n\(g.logs)")
 
             // An agent started again takes the guard's locker over.
             let second = try g.startAgent()
-            try await g.wait("the new agent to report the guard's locker \(pid) as the one holding the screen") {
+            var adopted: Int?
+            try await g.wait("the new agent to report the guard's locker (\(pid)) as the one holding the screen") {
                 guard second.process.isRunning else {
                     throw AgentExited(waitingFor: "adoption", exit: Exit(second.process), log: second.log + "\n" + g.logs)
                 }
                 let status = try await g.userStatus()
-                return status?["state"] as? String == "locked" && status?["locker_pid"] as? Int == Int(pid)
+                adopted = status?["locker_pid"] as? Int
+                return status?["state"] as? String == "locked" && adopted != nil
             }
+            #expect(adopted == Int(pid) || (wrapper != nil && adopted == wrapper.map(Int.init)),
+                    "the new agent reports locker \(adopted ?? -1), not the guard's \(pid)\n\(g.logs)")
             var seen = Set(g.runningLockers)
             let another = try await g.s.happens(within: .milliseconds(1500)) {
                 seen.formUnion(g.runningLockers)
@@ -71,10 +81,9 @@ struct GuardTests {
             // The unlock: the locker exits 0, the agent is unlocked, nothing locks again.
             unlock(g)
             try await g.wait("the locker to exit after the unlock") { !isAlive(pid) }
-            try await g.wait("the agent to be unlocked") {
-                let status = try await g.userStatus()
-                return status != nil && status?["state"] as? String != "locked"
-            }
+            try await second.waitForLog(containing: "unlocked after")
+            let status = try await g.userStatus()
+            #expect(status?["state"] as? String == "active", "the agent after the unlock: \(status.map { "\($0)" } ?? "no answer")\n\(g.logs)")
             let relocked = try await g.s.happens(within: .milliseconds(1500)) {
                 g.lockerPids.count > 1 || !g.runningLockers.isEmpty
             }

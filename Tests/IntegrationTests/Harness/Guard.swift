@@ -48,7 +48,8 @@ struct UserDirectories {
 /// The policy (in `etc/policy`, XIDLELOCK_TEST_ETC) is `secure`, `max-lock-after 10m`
 /// (no idle lock of the agent's own during a test), the test locker (which writes its pid
 /// to `user/lockers.pids` once it holds the keyboard and exits 0 when `user/unlock`
-/// appears, both paths the user can write), `agent-grace 2s` and the test's
+/// appears, not sooner than 1.1 s after its start: no one types a password faster; both
+/// paths the user can write), `agent-grace 2s` and the test's
 /// `on-agent-lost`. The guard's runtime directory is `run/` (XIDLELOCK_TEST_RUN).
 ///
 /// The mock's GetSessionByPID finds a process's session by the `MOCK_LOGIND_SESSION`
@@ -108,7 +109,7 @@ final class GuardSession {
         policyText = """
             secure
             max-lock-after 10m
-            locker \(testLockerBinary) --pids \(s.path("user/lockers.pids")) --unlock \(s.path("user/unlock"))
+            locker \(testLockerBinary) --hold 1100 --pids \(s.path("user/lockers.pids")) --unlock \(s.path("user/unlock"))
             agent-grace \(guardGrace.components.seconds)s
             on-agent-lost \(onAgentLost)
 
@@ -243,14 +244,17 @@ final class GuardSession {
 
     /// The pids the test locker recorded (each once it held the keyboard).
     var lockerPids: [Int32] {
-        s.contents(lockersFile).split(separator: "\n").compactMap { Int32($0.trimmingCharacters(in: .whitespaces)) }
+        ((try? String(contentsOfFile: lockersFile, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { Int32($0.trimmingCharacters(in: .whitespaces)) }
     }
 
     /// Every live test locker of this test, whoever started it (also one that never got
-    /// the keyboard, so never wrote its pid): its command line names this test's file.
+    /// the keyboard, so never wrote its pid): the TestLocker executable, its command line
+    /// naming this test's file (not a shell around it).
     var runningLockers: [Int32] {
-        ProcInfo.allPids.filter { pid in
+        let exe = URL(fileURLWithPath: testLockerBinary).resolvingSymlinksInPath().path
+        return ProcInfo.allPids.filter { pid in
             isAlive(pid) && ProcInfo.commandLine(pid).contains(lockersFile)
+                && (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) == exe
         }
     }
 
