@@ -92,6 +92,31 @@ struct GuardTests {
         }
     }
 
+    @Test("a2. the unlock right after an agent adopted the guard's locker, which had held the screen longer than anyone types a password, is the unlock (no relock)")
+    func quickUnlockAfterAdoption() async throws {
+        try await GuardSession.with { g in
+            let agent = try await g.startVerifiedAgent()
+            agent.send(SIGKILL)
+            _ = try await agent.waitForExit()
+            let (pid, _) = try await g.waitForLocker(since: .now)
+            // The unit restarts the agent while the user is typing the password: the locker
+            // has covered the screen for 1.2 s (past its --hold) when the agent comes.
+            try await g.wait("the locker to have held the screen 1.2 s") { (ProcInfo.age(pid) ?? .zero) >= .milliseconds(1200) }
+            let second = try g.startAgent()
+            try await g.wait("the new agent to adopt the guard's locker") {
+                try await g.userStatus()?["state"] as? String == "locked"
+            }
+            let age = ProcInfo.age(pid) ?? .zero
+            unlock(g)
+            try await g.wait("the locker to exit after the unlock") { !isAlive(pid) }
+            let relocked = try await g.s.happens(within: .milliseconds(1500)) {
+                g.lockerPids.count > 1 || !g.runningLockers.isEmpty || second.log.contains("returned-at-once")
+            }
+            print("guard figure (a2. unlock \(age.milliseconds) ms after the guard's locker started, just after the adoption): " + (relocked ? "locked again" : "unlocked"))
+            #expect(!relocked, "the adopted locker's exit 0, \(age.milliseconds) ms after its start, was taken for a locker that returned at once\n\(second.log)")
+        }
+    }
+
     // MARK: b. SIGTERM, SIGSTOP
 
     @Test("b. SIGTERM (the agent exits 75) and SIGSTOP (the agent stays stopped): the guard's locker within agent-grace + 2 s",

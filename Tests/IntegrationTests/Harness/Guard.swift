@@ -349,6 +349,15 @@ extension ProcInfo {
         return String(decoding: data.map { $0 == 0 ? 0x0A : $0 }, as: UTF8.self)
     }
 
+    /// How long ago it started (/proc/PID/stat's start time against /proc/uptime, in
+    /// clock ticks of 10 ms), or nil once it is gone.
+    static func age(_ pid: Int32) -> Duration? {
+        guard let start = startTime(pid).flatMap(Double.init),
+              let uptime = (try? String(contentsOfFile: "/proc/uptime", encoding: .utf8))?.split(separator: " ").first.flatMap({ Double($0) })
+        else { return nil }
+        return .milliseconds(Int((uptime - start / 100) * 1000))
+    }
+
     /// Its state letter (/proc/PID/stat): R, S, T (stopped), t (stopped by a tracer), Z…
     static func state(_ pid: Int32) -> String? { statFields(pid)?.first }
 }
