@@ -353,6 +353,11 @@ fi
 #     lines of C call no function that _FORTIFY_SOURCE checks.
 #   I spelling-error-in-binary: words cut short inside the Swift runtime's mangled
 #     names and tables, not text anyone reads.
+#   I package-supports-alternative-init-but-no-init.d-script: the guard follows
+#     logind, so it runs under systemd only; there is no init.d script to give.
+#   X systemd-service-file-missing-hardening-features: the guard's unit is not
+#     sandboxed on purpose: the lockers it starts would inherit the sandbox (its
+#     comments say why).
 if have lintian; then
     note "lintian (an error fails; the rest is listed):"
     # lintian refuses nothing as root but says so on every run: not a finding.
