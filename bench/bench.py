@@ -909,6 +909,22 @@ def targets(res):
     ]
 
 
+# Sections of BENCHMARKS.md that other scripts measure (bench/card-removal.py): carried
+# over from the file as it is when this script rewrites it.
+KEPT_SECTIONS = ("## Smart card removal",)
+
+
+def kept_sections(path):
+    """The kept sections of the file at `path` (from the first kept heading to the end), or ''."""
+    try:
+        with open(path) as f:
+            old = f.read()
+    except FileNotFoundError:
+        return ""
+    starts = [i for i in (old.find("\n" + heading) for heading in KEPT_SECTIONS) if i >= 0]
+    return old[min(starts):] if starts else ""
+
+
 def build_helper():
     os.makedirs(RESULTS, exist_ok=True)
     src = os.path.join(ROOT, "bench", "xbench.c")
@@ -965,7 +981,7 @@ def main():
         stop_all()
     m["load_end"] = os.getloadavg()
     res["targets"] = targets(res)
-    text = render(res, quick, command, date, time.monotonic() - began)
+    text = render(res, quick, command, date, time.monotonic() - began) + kept_sections(args.output)
     with open(args.output, "w") as f:
         f.write(text)
     with open(os.path.join(RESULTS, f"results-{'quick' if quick else 'full'}.json"), "w") as f:
