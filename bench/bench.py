@@ -525,6 +525,197 @@ def bench_heuristics(window, samples, motions, repeats):
     return result
 
 
+# ---------------------------------------------------------------- 8: the guard and its agent
+
+BUS_PY = os.path.join(ROOT, "Tests", "IntegrationTests", "Harness", "bus.py")
+# The session the guard guards: the second local user `nobody` on the row's Xvfb, as the
+# guard's integration tests (Tests/IntegrationTests/Harness/Guard.swift) set it up.
+GUARD_UID, GUARD_USER, GUARD_SESSION = 65534, "nobody", "g1"
+
+# The private mount namespace the guard and its agent run in. The bench measures the
+# release build, which reads the policy from /etc/xidlelock only and serves
+# /run/xidlelock/guard.sock (XIDLELOCK_TEST_ETC and XIDLELOCK_TEST_RUN are honoured by a
+# debug build only): so the guard and the agent see the bench's own directories there,
+# bind-mounted in a mount namespace of their own, and the machine's /etc and /run are
+# never written. An overlay on /etc (its upper layer in the bench's temporary directory)
+# gives the mount point when the machine has none, without creating it on the real
+# /etc. /run is an empty tmpfs there: nothing of the machine's is needed (the system
+# bus and the user's runtime directory are the bench's), and the guard's and the
+# agent's audit entries go to their logs, never to the machine's journal (they would
+# read as evidence of a session that never was). A holder process keeps the namespace;
+# the guard and the agent enter it with nsenter, which execs them (their pids are the
+# ones measured).
+NAMESPACE_SCRIPT = r"""
+set -eu
+t=$1
+mkdir -p "$t/ns/etc-upper" "$t/ns/etc-work"
+mount -t overlay xidlelock-bench -o "lowerdir=/etc,upperdir=$t/ns/etc-upper,workdir=$t/ns/etc-work" /etc
+mount -t tmpfs -o mode=0755,size=1m xidlelock-bench /run
+mkdir -p /etc/xidlelock /run/xidlelock
+mount --bind "$t/etc" /etc/xidlelock
+mount --bind "$t/run" /run/xidlelock
+touch "$t/ns/ready"
+exec sleep infinity
+"""
+
+
+def debian_system_bus_config(listen):
+    """Debian's /usr/share/dbus-1/system.conf for a private daemon run as root, as the
+    guard's tests run it (Buses.swift, debianSystemConfig): its policies untouched, so
+    that `nobody`'s agent reaches it as it reaches the machine's system bus; listening
+    on `listen`, in the foreground, with no pid file, syslog or service activation."""
+    import re
+    with open("/usr/share/dbus-1/system.conf") as f:
+        text = f.read()
+    for pattern in (r"<user>[^<]*</user>", r"<fork/>", r"<pidfile>[^<]*</pidfile>", r"<syslog/>",
+                    r"<standard_system_servicedirs/>", r"<servicehelper>[^<]*</servicehelper>"):
+        text = re.sub(pattern, "", text)
+    text, listens = re.subn(r"<listen>[^<]*</listen>", f"<listen>unix:path={listen}</listen>", text, count=1)
+    text, includes = re.subn(r"<includedir>system.d</includedir>",
+                             "<includedir>/usr/share/dbus-1/system.d</includedir>", text, count=1)
+    if not listens or not includes:
+        raise RuntimeError("/usr/share/dbus-1/system.conf has no <listen> or <includedir>system.d</includedir>")
+    return text
+
+
+def guard_missing():
+    """Why the guard's row cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "it needs root (the guard runs as root, its agent as uid 65534)"
+    for tool in ("unshare", "nsenter", "mount", "setpriv", "dbus-daemon"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed"
+    if not os.path.exists("/usr/share/dbus-1/system.conf"):
+        return "dbus's /usr/share/dbus-1/system.conf is missing"
+    if subprocess.run(["/usr/bin/python3", "-c", "import dbus, dbusmock"], capture_output=True).returncode != 0:
+        return "python3-dbusmock is not installed"
+    return None
+
+
+def pss_kb(pid):
+    """Proportional set size (/proc/PID/smaps_rollup): each shared page divided among
+    the processes that map it (the guard and its agent share the executable's)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def bench_guard(window, samples):
+    """`xidlelock guard --verbose` (root) guarding one logind session (x11, class user, of
+    `nobody` on a private Xvfb; python3-dbusmock's logind on a private system bus, with
+    GetSessionByPID from bus.py guard-setup) and the session's agent (as nobody), once the
+    guard has verified the agent and follows it (pidfd, ptrace): both idle over the same
+    window, split into `samples` sub-windows."""
+    missing = guard_missing()
+    if missing:
+        return {"skipped": missing}
+    tmp = tempfile.mkdtemp(prefix="xidlelock-bench-guard-")
+    os.chmod(tmp, 0o755)  # nobody reaches its runtime directory and the system bus below
+    for d in ("etc", "run", "ns"):
+        os.mkdir(os.path.join(tmp, d), 0o755)
+        os.chmod(os.path.join(tmp, d), 0o755)  # the guard wants its run directory root's, 0755
+    with open(os.path.join(tmp, "etc", "policy"), "w") as f:
+        # A clinic's policy; max-lock-after and the agent's lock time (1h) far beyond the window.
+        f.write("secure\nmax-lock-after 1h\nlocker true\non-agent-lost lock\nagent-grace 10s\n")
+    user = os.path.join(tmp, "user")
+    for d, mode in ((user, 0o755), (user + "/home", 0o700), (user + "/runtime", 0o700), (user + "/config", 0o700)):
+        os.mkdir(d, mode)
+        os.chmod(d, mode)
+        os.chown(d, GUARD_UID, GUARD_UID)
+    guard_log = os.path.join(RESULTS, "guard.log")
+    agent_log = os.path.join(RESULTS, "guard-agent.log")
+    x = holder = daemon = logind = guard = agent = None
+    try:
+        x = Xvfb()
+        socket = os.path.join(tmp, "system.bus")
+        config = os.path.join(tmp, "system-bus.conf")
+        with open(config, "w") as f:
+            f.write(debian_system_bus_config(socket))
+        daemon = start(["dbus-daemon", f"--config-file={config}", "--nofork"],
+                       stderr=open(os.path.join(RESULTS, "guard-system-bus.log"), "w"))
+        bus_env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={socket}")
+        if not wait_for(lambda: os.path.exists(socket) or daemon.poll() is not None, 15) or daemon.poll() is not None:
+            raise RuntimeError("the private system bus did not start (bench/results/guard-system-bus.log)")
+        logind = start(["/usr/bin/python3", "-m", "dbusmock", "--system", "--template", "logind"], env=bus_env,
+                       stderr=open(os.path.join(RESULTS, "guard-logind.log"), "w"))
+        setup = subprocess.run(["/usr/bin/python3", BUS_PY, "guard-setup", GUARD_SESSION, str(GUARD_UID), GUARD_USER,
+                                x.display], env=bus_env, cwd=tmp, capture_output=True, text=True, timeout=60)
+        if setup.returncode != 0:
+            raise RuntimeError(f"bus.py guard-setup failed: {setup.stderr.strip()}")
+
+        ready = os.path.join(tmp, "ns", "ready")
+        holder = start(["unshare", "--mount", "--propagation", "private", "sh", "-c", NAMESPACE_SCRIPT, "sh", tmp],
+                       stderr=open(os.path.join(RESULTS, "guard-namespace.log"), "w"))
+        if not wait_for(lambda: os.path.exists(ready) or holder.poll() is not None, 10) or holder.poll() is not None:
+            with open(os.path.join(RESULTS, "guard-namespace.log")) as f:
+                return {"skipped": f"no private mount namespace for the guard's /etc/xidlelock and /run/xidlelock "
+                                   f"({' '.join(f.read().split())[:200] or 'unshare failed'})"}
+        enter = ["nsenter", f"--target={holder.pid}", "--mount", "--"]
+
+        env = {k: v for k, v in bus_env.items()
+               if k not in ("DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS", "XDG_SESSION_ID", "XDG_RUNTIME_DIR")}
+        with open(guard_log, "w") as log:
+            guard = start(enter + [XIDLELOCK, "guard", "--verbose"], env=env, stderr=log)
+        if not wait_for(lambda: os.path.exists(os.path.join(tmp, "run", "guard.sock")) or guard.poll() is not None, 10) \
+                or guard.poll() is not None:
+            raise RuntimeError(f"the guard did not start (exit {guard.returncode}; bench/results/guard.log)")
+
+        # The session's agent as row 1's, run as nobody in the session (MOCK_LOGIND_SESSION
+        # is how logind's mock tells its session) with the user's own directories.
+        agent_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DISPLAY": x.display,
+                     "HOME": user + "/home", "USER": GUARD_USER, "LOGNAME": GUARD_USER,
+                     "XDG_RUNTIME_DIR": user + "/runtime", "XDG_CONFIG_HOME": user + "/config",
+                     "XDG_SESSION_ID": GUARD_SESSION, "MOCK_LOGIND_SESSION": GUARD_SESSION,
+                     "DBUS_SYSTEM_BUS_ADDRESS": bus_env["DBUS_SYSTEM_BUS_ADDRESS"]}
+        # setpriv changes the credentials, which clears PR_SET_PDEATHSIG: it sets it again.
+        as_user = ["setpriv", f"--reuid={GUARD_UID}", f"--regid={GUARD_UID}", "--clear-groups", "--pdeathsig", "TERM"]
+        with open(agent_log, "w") as log:
+            agent = start(enter + as_user + agent_argv("xidlelock"), env=agent_env, stderr=log)
+
+        def verified():
+            with open(guard_log) as f:
+                return f"agent pid {agent.pid} verified" in f.read()
+        if not wait_for(lambda: verified() or agent.poll() is not None or guard.poll() is not None, 15, step=0.02) \
+                or not verified():
+            with open(guard_log) as f:
+                tail = " | ".join(f.read().strip().splitlines()[-3:])
+            raise RuntimeError(f"the guard did not verify the agent (agent exit {agent.poll()}, guard exit "
+                               f"{guard.poll()}): {tail}")
+        time.sleep(1.0)
+        settle([guard.pid, agent.pid], quiet_for=0.2)
+        watched = {"guard": guard.pid, "agent": agent.pid}
+        readings = []
+        step = window / samples
+        t0 = time.monotonic()
+        for i in range(samples + 1):
+            time.sleep(max(0.0, t0 + i * step - time.monotonic()))
+            readings.append((time.monotonic(), {k: ctx_switches(pid) for k, pid in watched.items()}))
+        memory = {k: dict(memory_kb(pid), Pss=pss_kb(pid)) for k, pid in watched.items()}
+        alive = {k: p.poll() is None for k, p in (("guard", guard), ("agent", agent))}
+        with open(guard_log) as f:
+            acted = [line for line in f.read().splitlines() if "started the policy's locker" in line or "logged off" in line]
+    finally:
+        # The guard first, so that it takes the agent's end for no loss.
+        for p in (guard, agent, holder, logind, daemon):
+            if p:
+                stop(p)
+        if x:
+            x.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    span = readings[-1][0] - readings[0][0]
+    result = {"window_s": span, "sessions": 1, "memory_kb": memory, "alive": alive, "acted": acted}
+    for k in watched:
+        rates = [grown(a[k], b[k]) * 60.0 / (tb - ta) for (ta, a), (tb, b) in zip(readings, readings[1:])]
+        total = sum(grown(a[k], b[k]) for (_, a), (_, b) in zip(readings, readings[1:]))
+        result[k] = {"per_min": summary(rates), "total": total, "total_per_min": total * 60.0 / span}
+    return result
+
+
 # ---------------------------------------------------------------- 3: deadline precision
 
 def spawn_overhead(tmp, how, n=40):
@@ -724,6 +915,8 @@ def machine():
 
 
 def verdict(ok):
+    if ok == "skipped":
+        return "n/a: not measured"
     if ok is None:
         return "n/a: too few cycles on an idle machine (rerun when it is quieter)"
     return "**pass**" if ok else "**MISS**"
@@ -817,6 +1010,26 @@ def render(res, quick, command, date, elapsed):
             L.append(f"| {name} | {fmt(r['wakeups_per_min'])} ({r['wakeups_total']}) | {cell(r['ns_per_event'])} | "
                      f"{r['memory_kb']['RssAnon']:,} |")
         L.append("")
+    g = res.get("guard", {})
+    if "skipped" in g:
+        L.append(f"Row 8 (the guard) skipped: {g['skipped']}.")
+        L.append("")
+    elif g:
+        L.append(f"### 8. `xidlelock guard` (root) and the agent it guards ({g['window_s']:.0f} s idle window, "
+                 f"{g['sessions']} session, the agent verified and followed)")
+        L.append("")
+        L.append("| process | wake-ups per idle minute: median (min–max); total in window | VmRSS / RssAnon / Pss, kB |")
+        L.append("|---|---|---|")
+        for k, label in (("guard", f"`xidlelock guard`, root, {g['sessions']} session"),
+                         ("agent", "the session's agent, uid 65534, registered with the guard")):
+            mem = g["memory_kb"][k]
+            pss = f"{mem['Pss']:,}" if mem.get("Pss") is not None else "n/a"
+            L.append(f"| {label} | {cell(g[k]['per_min'])}; {g[k]['total']} | {mem['VmRSS']:,} / {mem['RssAnon']:,} / {pss} |")
+        L.append("")
+        if g["acted"] or not all(g["alive"].values()):
+            dead = [k for k, up in g["alive"].items() if not up]
+            L.append(f"**Not idle**: {'; '.join(g['acted'])}{' ended before the end of the window: ' + ', '.join(dead) if dead else ''}.")
+            L.append("")
     L.append("## Targets")
     L.append("")
     L.append("| target | measured | result |")
@@ -883,6 +1096,19 @@ def render(res, quick, command, date, elapsed):
         "`--not-when-fullscreen` follows the root's `_NET_ACTIVE_WINDOW`, which nothing sets. The window starts 6 s "
         "after the agents: `--corners` asks where the pointer rests once per rest, 5 s (the corner delay) after the "
         "last input, one wake-up and two round trips (4 context switches), and then nothing.")
+    L.append(
+        "8. A private system bus (Debian's system.conf policies, so that the user's agent reaches it as the "
+        "machine's), python3-dbusmock's logind on it with a session of `nobody` (x11, class user, Display the row's "
+        "Xvfb) and GetSessionByPID (`bus.py guard-setup`, as the guard's integration tests); the policy `secure`, "
+        "`max-lock-after 1h`, `locker true`, `on-agent-lost lock`, `agent-grace 10s`. The release build reads "
+        "/etc/xidlelock and serves /run/xidlelock only, so the guard and its agent run in a private mount "
+        "namespace in which the bench's directories are bind-mounted there (an overlay on /etc gives the mount "
+        "point; /run is an empty tmpfs, so the audit entries go to the logs, not the machine's journal). "
+        "`xidlelock guard --verbose` runs as root; the agent as row 1's (`--lock-after 1h --locker true`, no "
+        "session bus) as uid 65534 through `setpriv`, marked for the mock's session. The window starts 1 s after "
+        "the guard logs the agent verified (from then on it follows it with a pidfd and ptrace). Wake-ups and "
+        "VmRSS / RssAnon as rows 1 and 5; Pss from `/proc/PID/smaps_rollup` (the guard and the agent share the "
+        "executable's pages, which VmRSS counts in full for each).")
     L.append("")
     return "\n".join(L)
 
@@ -896,7 +1122,7 @@ def targets(res):
     anon = mem["xidlelock"]["RssAnon"]
     enough = dl["xidlelock"]["cycles"] >= res["plan"]["cycles"]  # a run cut short proves nothing
     qn, qworst = dl["xidlelock"].get("quiet_cycles", 0), dl["xidlelock"].get("quiet_worst_abs_ms")
-    return [
+    rows = [
         ("wake-ups between deadlines = 0", f"{wake} in {idle['window_s']:.0f} s idle", wake == 0),
         ("agent CPU per motion event ≤ 0.5 µs amortised", f"{cpu / 1000:.4f} µs", cpu <= 500),
         ("deadline error median ≤ 10 ms", f"{xe['median']:.2f} ms" if xe else "failed", enough and abs(xe["median"]) <= 10),
@@ -906,6 +1132,21 @@ def targets(res):
          (enough and qworst <= 50) if qn >= 10 or not enough else None),
         ("`xidlelock idle` ≤ 1.2× `xprintidle` wall time", f"{q['ratio_median']:.2f}×", q["ratio_median"] <= 1.2),
         ("idle agent RssAnon ≤ 1024 kB", f"{anon:,} kB", anon <= 1024),
+    ]
+    g = res.get("guard", {})
+    names = ("agent wake-ups between deadlines = 0, guarded", "guard wake-ups per idle minute ≤ 1 per session",
+             "guard RSS ≤ 2 MB (RssAnon: its own pages, as the agent's target)")
+    if not g or "skipped" in g:
+        return rows + [(name, "not measured (row 8 skipped)", "skipped") for name in names]
+    idle_all = all(g["alive"].values()) and not g["acted"]
+    per_session = g["guard"]["total_per_min"] / g["sessions"]
+    mem = g["memory_kb"]["guard"]
+    return rows + [
+        (names[0], f"{g['agent']['total']} in {g['window_s']:.0f} s idle", idle_all and g["agent"]["total"] == 0),
+        (names[1], f"{fmt(per_session)} ({g['guard']['total']} in {g['window_s']:.0f} s, {g['sessions']} session)",
+         idle_all and per_session <= 1),
+        (names[2], f"{mem['RssAnon']:,} kB (VmRSS {mem['VmRSS']:,} kB, Pss {fmt(mem['Pss'] if mem['Pss'] is not None else float('nan'), 0)} kB: mostly the "
+                   f"executable's pages, shared with the agent)", mem["RssAnon"] <= 2048),
     ]
 
 
@@ -975,6 +1216,8 @@ def main():
         section("heuristics", f"[7] the heuristics off and on: {plan['window']:.0f} s window, "
                 f"{plan['motions']:,} motions x {plan['burst_repeats']} ...",
                 lambda: bench_heuristics(plan["window"], plan["samples"], plan["motions"], plan["burst_repeats"]))
+        section("guard", f"[8] the guard and its agent: {plan['window']:.0f} s window ...",
+                lambda: bench_guard(plan["window"], plan["samples"]))
         section("core", f"[6] IdleCore: {plan['days']} simulated days x {plan['core_repeats']} ...",
                 lambda: bench_core(plan["days"], plan["core_repeats"]))
     finally:
