@@ -287,15 +287,17 @@ public struct LockerSupervisor: Equatable, Sendable {
             return .none
         case (.failedToStart(let reason), _):
             return fail(.couldNotStart(reason), at: clocks)
-        case (.exited(let status), .running(let since, _, let cover, _)):
+        case (.exited(let status), .running(let since, _, let cover, let adopted)):
             guard status == 0 else { return fail(.exited(status, after: now - since.boottime), at: clocks) }
             let ran = clocks.monotonic - since.monotonic
             // Exit 0 is an unlock only after the locker held the screen: its grab was
             // seen, or it ran through the whole grab deadline (lockers that never
             // grab, and one that ran while another client held the keyboard), and not
-            // sooner than anyone could type a password.
+            // sooner than anyone could type a password. An adopted locker started before
+            // this agent (the guard's, an earlier agent's): its `since` is the adoption,
+            // and a quick exit after it is no quick return.
             let covered = if case .covered = cover { true } else { false }
-            guard covered || (cover != .unknown && ran >= grabDeadline), ran >= shortestHold else {
+            guard covered || (cover != .unknown && ran >= grabDeadline), ran >= shortestHold || adopted else {
                 lastReturnedAtOnce = true
                 return fail(.returnedAtOnce(after: ran), at: clocks)
             }

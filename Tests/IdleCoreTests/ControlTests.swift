@@ -346,6 +346,18 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         #expect(story.machine.stateName == "locking")
     }
 
+    @Test("an adopted locker that held the screen and exits 0 soon after the adoption is an unlock: it started long before (the guard's, an earlier agent's)")
+    func anAdoptedLockerUnlockedSoonAfterTheAdoptionIsAnUnlock() {
+        var story = HoldStory(config())
+        story.send(.lockerAdopted)
+        story.send(.lockerFact(.keyboardGrabbed(true)))
+        story.send(.start(serverIdle: .hours(1)))
+        story.advance(.ms(39))
+        story.send(.lockerFact(.exited(0)))
+        #expect(!story.ran.contains(.locker), "not relocked: it held the screen before this agent started")
+        #expect(story.machine.stateName == "active", "unlocked: the idle time starts again")
+    }
+
     @Test func stoppingWithdrawsAShownWarningButNeverTheLocker() {
         var options = AgentOptions()
         options.lockAfter = .minutes(5)

@@ -267,7 +267,9 @@ public final class GuardService {
         guard let user = SessionUser(uid: session.uid) else {
             return .lockerCouldNotStart(session: id, reason: "uid \(session.uid) has no passwd entry")
         }
-        var request = SpawnRequest(program: .shell(command))
+        // A simple command exec'd, as the agent's own locker: the guard's child is the
+        // locker itself, whose end the guard judges (not a shell the user could kill).
+        var request = SpawnRequest(program: .shell(ShellCommand.lockerForm(command)))
         request.stop = .never
         request.runAs = user.credentials
         request.baseEnvironment = user.environment(session: session, xauthority: PeerCheck.xauthority(of: session, home: user.home))
