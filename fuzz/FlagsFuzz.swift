@@ -29,6 +29,9 @@ public func fuzzFlags(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         }
     case .doctor:
         guard arguments.first == "doctor" else { finding("doctor from other arguments", input) }
+    case .sessionGuard(let options):
+        guard arguments.first == "guard" else { finding("guard from other arguments", input) }
+        guard options.verbose == arguments.contains("--verbose") else { finding("guard --verbose not as given", input) }
     case .completions(let shell):
         guard !Completions.script(for: shell).isEmpty else { finding("empty \(shell) completion script", input) }
     }
