@@ -23,7 +23,7 @@
     X(sd_bus_creds_get_pid) X(sd_bus_creds_unref) X(sd_bus_track_new) X(sd_bus_track_add_name) \
     X(sd_bus_track_unref) X(sd_bus_call_method) X(sd_bus_call_method_async) X(sd_bus_message_unref) \
     X(sd_bus_error_free) X(sd_bus_match_signal) X(sd_bus_message_enter_container) \
-    X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_get_property_trivial) \
+    X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_message_read_basic) X(sd_bus_get_property_trivial) \
     X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
     X(sd_bus_get_name_creds) X(sd_bus_message_get_bus) X(sd_bus_add_match) X(sd_bus_slot_unref) \
     X(sd_bus_message_ref) X(sd_bus_get_n_queued_write)
@@ -498,39 +498,57 @@ struct property_seen {
     char string[256];
 };
 
-static int find_property(sd_bus_message *m, struct property_seen *seen) {
-    const char *interface = NULL;
-    int r = p_sd_bus_message_read(m, "s", &interface);
-    if (r < 0) return r;
-    r = p_sd_bus_message_enter_container(m, 'a', "{sv}");
+/* Walks an a{sv} (GetAll's answer, PropertiesChanged's changed values): calls
+ * `visit` with each key while the message stands at that key's variant. `visit`
+ * reads the variant and returns 1, or returns 0 to have it skipped. */
+typedef int (*property_visitor)(sd_bus_message *m, const char *key, void *context);
+
+static int read_properties(sd_bus_message *m, property_visitor visit, void *context) {
+    int r = p_sd_bus_message_enter_container(m, 'a', "{sv}");
     if (r < 0) return r;
     while ((r = p_sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
         const char *key = NULL;
         r = p_sd_bus_message_read(m, "s", &key);
-        if (r < 0) return r;
-        if (strcmp(key, seen->name) == 0) {
-            char signature[2] = {seen->type, 0};
-            r = p_sd_bus_message_enter_container(m, 'v', signature);
-            if (r < 0) return r;
-            if (seen->type == 'b') {
-                r = p_sd_bus_message_read(m, "b", &seen->boolean);
-            } else {
-                const char *text = NULL;
-                r = p_sd_bus_message_read(m, "s", &text);
-                if (r >= 0) snprintf(seen->string, sizeof seen->string, "%s", text ? text : "");
-            }
-            if (r < 0) return r;
-            seen->found = 1;
-            r = p_sd_bus_message_exit_container(m);
-        } else {
-            r = p_sd_bus_message_skip(m, "v");
-        }
+        if (r >= 0) r = visit(m, key, context);
+        if (r == 0) r = p_sd_bus_message_skip(m, "v");
         if (r < 0) return r;
         r = p_sd_bus_message_exit_container(m);
         if (r < 0) return r;
     }
     if (r < 0) return r;
-    r = p_sd_bus_message_exit_container(m);
+    return p_sd_bus_message_exit_container(m);
+}
+
+/* Reads a variant holding one basic value of `type` ('b', 'u' or 's'; a string is
+ * copied into `value`, `size` bytes). Returns 1 when read. */
+static int read_variant(sd_bus_message *m, char type, void *value, size_t size) {
+    char signature[2] = {type, 0};
+    int r = p_sd_bus_message_enter_container(m, 'v', signature);
+    if (r < 0) return r;
+    if (type == 's') {
+        const char *text = NULL;
+        r = p_sd_bus_message_read(m, "s", &text);
+        if (r >= 0) snprintf(value, size, "%s", text ? text : "");
+    } else {
+        r = p_sd_bus_message_read_basic(m, type, value);
+    }
+    if (r >= 0) r = p_sd_bus_message_exit_container(m);
+    return r < 0 ? r : 1;
+}
+
+static int visit_seen(sd_bus_message *m, const char *key, void *context) {
+    struct property_seen *seen = context;
+    if (strcmp(key, seen->name) != 0) return 0;
+    int r = seen->type == 'b' ? read_variant(m, 'b', &seen->boolean, 0)
+                              : read_variant(m, 's', seen->string, sizeof seen->string);
+    if (r > 0) seen->found = 1;
+    return r;
+}
+
+static int find_property(sd_bus_message *m, struct property_seen *seen) {
+    const char *interface = NULL;
+    int r = p_sd_bus_message_read(m, "s", &interface);
+    if (r >= 0) r = read_properties(m, visit_seen, seen);
     if (r < 0) return r;
     r = p_sd_bus_message_enter_container(m, 'a', "s");
     if (r < 0) return r;
@@ -803,47 +821,16 @@ int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *cb) 
     return r < 0 ? r : 0;
 }
 
-/* Reads the session properties the guard needs from a GetAll answer (a{sv}). */
-static int read_session_properties(sd_bus_message *m, struct xil_session_info *s) {
-    int r = p_sd_bus_message_enter_container(m, 'a', "{sv}");
-    if (r < 0) return r;
-    while ((r = p_sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-        const char *key = NULL;
-        r = p_sd_bus_message_read(m, "s", &key);
-        if (r < 0) return r;
-        char *text = NULL;
-        size_t size = 0;
-        int *flag = NULL;
-        uint32_t *number = NULL;
-        if (strcmp(key, "Type") == 0) text = s->type, size = sizeof s->type;
-        else if (strcmp(key, "Class") == 0) text = s->session_class, size = sizeof s->session_class;
-        else if (strcmp(key, "Display") == 0) text = s->display, size = sizeof s->display;
-        else if (strcmp(key, "Active") == 0) flag = &s->active;
-        else if (strcmp(key, "Remote") == 0) flag = &s->remote;
-        else if (strcmp(key, "Leader") == 0) number = &s->leader;
-        if (text) {
-            const char *value = NULL;
-            r = p_sd_bus_message_enter_container(m, 'v', "s");
-            if (r >= 0) r = p_sd_bus_message_read(m, "s", &value);
-            if (r >= 0) snprintf(text, size, "%s", value ? value : "");
-            if (r >= 0) r = p_sd_bus_message_exit_container(m);
-        } else if (flag) {
-            r = p_sd_bus_message_enter_container(m, 'v', "b");
-            if (r >= 0) r = p_sd_bus_message_read(m, "b", flag);
-            if (r >= 0) r = p_sd_bus_message_exit_container(m);
-        } else if (number) {
-            r = p_sd_bus_message_enter_container(m, 'v', "u");
-            if (r >= 0) r = p_sd_bus_message_read(m, "u", number);
-            if (r >= 0) r = p_sd_bus_message_exit_container(m);
-        } else {
-            r = p_sd_bus_message_skip(m, "v");
-        }
-        if (r < 0) return r;
-        r = p_sd_bus_message_exit_container(m);
-        if (r < 0) return r;
-    }
-    if (r < 0) return r;
-    return p_sd_bus_message_exit_container(m);
+/* The session properties the guard needs, from a GetAll answer. */
+static int visit_session(sd_bus_message *m, const char *key, void *context) {
+    struct xil_session_info *s = context;
+    if (strcmp(key, "Type") == 0) return read_variant(m, 's', s->type, sizeof s->type);
+    if (strcmp(key, "Class") == 0) return read_variant(m, 's', s->session_class, sizeof s->session_class);
+    if (strcmp(key, "Display") == 0) return read_variant(m, 's', s->display, sizeof s->display);
+    if (strcmp(key, "Active") == 0) return read_variant(m, 'b', &s->active, 0);
+    if (strcmp(key, "Remote") == 0) return read_variant(m, 'b', &s->remote, 0);
+    if (strcmp(key, "Leader") == 0) return read_variant(m, 'u', &s->leader, 0);
+    return 0;
 }
 
 int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max) {
@@ -865,7 +852,7 @@ int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max)
         sd_bus_error e = SD_BUS_ERROR_NULL;
         sd_bus_message *props = NULL;
         int q = p_sd_bus_call_method(bus, LOGIN1, path, "org.freedesktop.DBus.Properties", "GetAll", &e, &props, "s", SESSION);
-        if (q >= 0) q = read_session_properties(props, s);
+        if (q >= 0) q = read_properties(props, visit_session, s);
         if (props) p_sd_bus_message_unref(props);
         p_sd_bus_error_free(&e);
         /* A session gone between the list and the read is simply not listed. */

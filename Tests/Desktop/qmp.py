@@ -13,6 +13,10 @@
                                    pixels: desktop (any of the solid green root shows),
                                    locker (almost all solid red) or other; prints a JSON
                                    summary
+  qmp.py wait-frame CLASS [-t S] [--save FILE]
+                                   screendumps until one is of CLASS (desktop, locker,
+                                   other): prints the wall-clock time of that frame and
+                                   how many were taken (exit 1 on timeout: "never N")
   qmp.py powerdown | quit          the ACPI power button | stop QEMU at once
 
 Input goes through QEMU's PS/2 keyboard and mouse: evdev in the guest, libinput in Xorg.
@@ -163,6 +167,8 @@ def main():
     p = sub.add_parser("move"); p.add_argument("dx", type=int); p.add_argument("dy", type=int)
     p = sub.add_parser("frames"); p.add_argument("-t", "--seconds", type=float, default=5)
     p.add_argument("--wake", action="store_true"); p.add_argument("--save")
+    p = sub.add_parser("wait-frame"); p.add_argument("kind", choices=["desktop", "locker", "other"])
+    p.add_argument("-t", "--timeout", type=float, default=30); p.add_argument("--save")
     sub.add_parser("powerdown")
     sub.add_parser("quit")
     a = ap.parse_args()
@@ -194,6 +200,22 @@ def main():
                {"type": "rel", "data": {"axis": "y", "value": a.dy}})
     elif a.op == "frames":
         print(json.dumps(frames(q, a.seconds, a.wake, a.save)))
+    elif a.op == "wait-frame":
+        path = "/dev/shm/xdl-wait.ppm" if os.path.isdir("/dev/shm") else "/tmp/xdl-wait.ppm"
+        end, n = time.monotonic() + a.timeout, 0
+        try:
+            while True:
+                q.cmd("screendump", filename=path)
+                t, n = time.time(), n + 1
+                if classify(path) == a.kind:
+                    a.save and shutil.copyfile(path, a.save)
+                    print(f"{t:.3f} {n}")
+                    break
+                if time.monotonic() > end:
+                    print(f"never {n}")
+                    sys.exit(1)
+        finally:
+            os.path.exists(path) and os.unlink(path)
     elif a.op == "powerdown":
         q.cmd("system_powerdown")
     elif a.op == "quit":

@@ -17,23 +17,27 @@
 #                g a package upgrade while locked: the locker stays, no second locker
 #                h the monitor off once locked (DPMS), on at input; a stage run again after a
 #                  resume without input (QMP's system_wakeup is no input)
+#                i the guard (an admin policy): kill -9, kill -STOP, systemctl --user stop end
+#                  locked and mask logged off within agent-grace + 2 s; root's doctor
+#                  --policy NOT met meanwhile; a package upgrade trips nothing (last: it
+#                  ends alice's session, and lightdm starts it again)
 #   --keep       leave the VM running afterwards (Tests/Desktop/shutdown.sh stops it)
 #   --no-boot    use the VM that is already running (with --keep, for iterating)
 #
-# Figures and logs: $XDL_DIR/run/ (results.txt, agent.log, frames-*/, serial.log).
+# Figures and logs: $XDL_DIR/run/ (results.txt, agent.log, guard.log, frames-*/, serial.log).
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 REPO=$(cd "$HERE/../.." && pwd)
 
-DEB='' ONLY=a,b,c,d,e,f,g,h KEEP=0 BOOT=1
+DEB='' ONLY=a,b,c,d,e,f,g,h,i KEEP=0 BOOT=1
 while [ $# -gt 0 ]; do
     case $1 in
         --deb) DEB=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --no-boot) BOOT=0; shift ;;
-        *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 [ -n "$DEB" ] || DEB=$(ls -t "$REPO"/dist/xidlelock_*.deb 2>/dev/null | head -1)
@@ -414,6 +418,169 @@ if want h; then
     restart_agent
 fi
 
+# ---- (i) the guard: the user's attacks on the agent end locked, or logged off ---------------------
+# Under an admin policy (/etc/xidlelock/policy) the agent registers with xidlelock-guard.service
+# (root, the .deb's). Each attack of alice's on her agent ends with the guard's locker (the
+# red i3lock frame, by screendump) or her session ended (logind), within agent-grace + 2 s
+# of the attack. The guard is started again before each case, so that each waits out the
+# grace (three losses within 10 minutes would act at once). Last: a logoff ends the session.
+if want i; then
+    GRACE=5                      # the policy's agent-grace, seconds
+    LIMIT=$((GRACE + 2))         # the issue's bound: agent-grace + 2 s
+    GPOLICY=/etc/xidlelock/policy
+    xdl_ssh root "cat >/tmp/xdl-guard.sh && chmod 755 /tmp/xdl-guard.sh" <"$HERE/in-guest-guard.sh"
+    XG() { R /tmp/xdl-guard.sh "$@"; }
+    write_policy() {    # ON-AGENT-LOST GRACE-SECONDS
+        printf '%s\n' "# Tests/Desktop/run.sh, scenario (i)" "locker $LOCKER" "max-lock-after 10m" \
+            "on-agent-lost $1" "agent-grace ${2}s" |
+            RS "install -d -m 755 /etc/xidlelock && cat >$GPOLICY.tmp && chmod 644 $GPOLICY.tmp && mv -f $GPOLICY.tmp $GPOLICY"
+    }
+    guard_log() { R journalctl -b --no-pager -o cat -u xidlelock-guard.service --since "@${1%.*}" | awk '!seen[$0]++'; }
+    apid() { unit show -p MainPID --value xidlelock.service; }
+    # the guard started again (the last case's losses forgotten); the agent back with it
+    fresh_guard() {
+        local g; g=$(gnow)
+        R systemctl restart xidlelock-guard.service
+        VER=$(XG verified "$g" 40) || note "the agent did not register with the restarted guard within 40 s ($VER)"
+    }
+    doctor_root() { DOC=$(R xidlelock doctor --policy "$GPOLICY" 2>&1); DOC_RC=$?; }
+    doc_says() { grep -E '^NOT MET +guard|^=>' <<<"$DOC" | tr '\n' ' ' | sed 's/ *$//' | cut -c1-200; }
+    # waits for the guard's locker on screen; LOCK_S: seconds from host time $1 to the red frame
+    wait_red() {
+        local fr; fr=$("${Q[@]}" wait-frame locker -t $((GRACE + 30)) --save "$XDL_RUN/frame-guard-$2.ppm")
+        if [ "${fr%% *}" = never ]; then LOCK_S=never; else LOCK_S=$(dt "$1" "${fr%% *}"); fi
+    }
+    within() { [ "$1" != never ] && awk -v s="$1" -v l="$LIMIT" 'BEGIN { exit !(s <= l) }'; }
+    # after the attack and its restore: the password unlocks, and nothing locks again
+    unlock_after() {
+        local u=ok
+        # the agent back adopts the guard's locker (it judges the unlock then, the guard tells it how it ended)
+        if wait_guest 20 "runuser -u alice -- env $ALICE_ENV xidlelock status --json | grep -q '\"adopted\": *true'"; then
+            ADOPT+=("$1: adopted")
+        else
+            ADOPT+=("$1: NOT adopted within 20 s")
+        fi
+        unlock || u="not by typing the password"
+        sleep 3
+        [ -n "$(lockers)" ] && u="locked again 3 s after the unlock"
+        UNLOCKS+=("$1: $u"); [ "$u" = ok ] || UNLOCK_BAD=1
+    }
+    DOCS=() UNLOCKS=() ADOPT=() DOC_BAD=0 UNLOCK_BAD=0
+
+    fresh
+    set_config "lock-after 10m" "locker $LOCKER"    # no lock of the agent's own during (i)
+    write_policy lock 30                            # a long grace while the agent starts again
+    G0=$(gnow)
+    R systemctl restart xidlelock-guard.service
+    restart_agent
+    VER=$(XG verified "$G0" 40); rc=$?
+    write_policy lock $GRACE
+    fresh_guard
+    doctor_root
+    check "(i) guard: the agent registers" $([ "$rc" = 0 ] && [ "$VER" != "${VER#[0-9]}" ]; echo $?) \
+        "policy: locker $LOCKER, on-agent-lost lock, agent-grace ${GRACE}s; agent pid ${VER%% *} verified by the guard (journal); root's doctor --policy: exit $DOC_RC ($(doc_says))"
+    [ "$DOC_RC" = 0 ] || { note "root's doctor with the agent there:"; sed 's/^/        /' <<<"$DOC" | tee -a "$RESULTS" >/dev/null; }
+
+    # kill -9: the unit brings a killed agent back within the grace (Restart=on-failure,
+    # RestartSec=2s), so the user's kill is kill -9 of every agent the unit starts again
+    fresh; fresh_guard
+    a=$(apid); G0=$(gnow); T0=$(now)
+    XG killer $((GRACE + 15))
+    wait_red "$T0" kill9
+    doctor_root; DOCS+=("kill -9: exit $DOC_RC"); { [ "$DOC_RC" != 0 ] && grep -q 'NOT MET *guard' <<<"$DOC"; } || DOC_BAD=1
+    gl=$(guard_log "$G0")
+    check "(i) guard: kill -9 -> locked" $(within "$LOCK_S"; echo $?) \
+        "the red locker frame ${LOCK_S} s after the first kill -9 of agent pid $a (bound ${LIMIT} s); guard: $(grep -m1 'NOT guarded' <<<"$gl" | cut -c1-150)"
+    R sh -c 'kill $(cat /tmp/xdl-killer.pid) 2>/dev/null; rm -f /tmp/xdl-killer.pid'
+    G1=$(gnow); unit reset-failed xidlelock.service 2>/dev/null; unit start xidlelock.service
+    VER=$(XG verified "$G1" 40) || note "the agent did not register again: $VER"
+    unlock_after "kill -9"
+
+    # kill -STOP: the guard sees the stop at once (ptrace); SIGCONT gives it back
+    fresh; fresh_guard
+    a=$(apid); G0=$(gnow); T0=$(now)
+    A kill -STOP "$a"
+    wait_red "$T0" stop-signal
+    doctor_root; DOCS+=("kill -STOP: exit $DOC_RC"); { [ "$DOC_RC" != 0 ] && grep -q 'NOT MET *guard' <<<"$DOC"; } || DOC_BAD=1
+    gl=$(guard_log "$G0")
+    check "(i) guard: kill -STOP -> locked" $(within "$LOCK_S"; echo $?) \
+        "the red locker frame ${LOCK_S} s after kill -STOP of agent pid $a (bound ${LIMIT} s); guard: $(grep -m1 'NOT guarded' <<<"$gl" | cut -c1-150)"
+    A kill -CONT "$a"
+    unlock_after "kill -STOP"
+
+    # systemctl --user stop: the agent exits 75, and the unit does not restart a stop
+    fresh; fresh_guard
+    a=$(apid); G0=$(gnow); T0=$(now)
+    unit stop xidlelock.service
+    wait_red "$T0" user-stop
+    doctor_root; DOCS+=("systemctl --user stop: exit $DOC_RC"); { [ "$DOC_RC" != 0 ] && grep -q 'NOT MET *guard' <<<"$DOC"; } || DOC_BAD=1
+    DOC_STOP=$DOC
+    gl=$(guard_log "$G0")
+    check "(i) guard: systemctl --user stop -> locked" $(within "$LOCK_S"; echo $?) \
+        "the red locker frame ${LOCK_S} s after systemctl --user stop (agent pid $a; bound ${LIMIT} s); guard: $(grep -m1 'NOT guarded' <<<"$gl" | cut -c1-150)"
+    G1=$(gnow); unit start xidlelock.service
+    VER=$(XG verified "$G1" 40) || note "the agent did not register again: $VER"
+    unlock_after "systemctl --user stop"
+
+    check "(i) guard: root's doctor --policy while the agent is gone" $((DOC_BAD)) \
+        "non-zero and 'NOT MET guard' each time: $(IFS=';'; echo "${DOCS[*]}" | sed 's/;/; /g')"
+    note "root's doctor after systemctl --user stop: $(grep -E '^NOT MET +guard' <<<"$DOC_STOP" | head -1 | cut -c1-200)"
+    check "(i) guard: after each attack the agent is back, the password unlocks, nothing relocks" $((UNLOCK_BAD)) \
+        "$(IFS=';'; echo "${UNLOCKS[*]}" | sed 's/;/; /g')"
+    note "the agent back and the guard's locker: $(IFS=';'; echo "${ADOPT[*]}" | sed 's/;/; /g')"
+
+    # a package upgrade while the agent runs: the guard restarts (postinst), the agent
+    # registers with the new guard within the grace, and nothing locks
+    fresh; fresh_guard
+    a1=$(apid)
+    v=$(dpkg-deb -f "$DEB" Version)
+    tmp=$(mktemp -d)
+    dpkg-deb -R "$DEB" "$tmp/x" && sed -i "s/^Version: .*/Version: $v+desktoptest2/" "$tmp/x/DEBIAN/control" \
+        && dpkg-deb --build --root-owner-group "$tmp/x" "$tmp/new.deb" >/dev/null
+    xdl_ssh root "cat >/tmp/xidlelock-up.deb" <"$tmp/new.deb"; rm -rf "$tmp"
+    G0=$(gnow); gp1=$(R systemctl show -p MainPID --value xidlelock-guard.service)
+    R dpkg -i /tmp/xidlelock-up.deb >>"$XDL_RUN/dpkg.log" 2>&1; rc=$?
+    gp2=$(R systemctl show -p MainPID --value xidlelock-guard.service)
+    VER=$(XG verified "$G0" $((GRACE + 5))); vrc=$?
+    if wait_locker $((GRACE + 5)); then up=yes; else up=no; fi
+    gl=$(guard_log "$G0")
+    acts=$(grep -cE "policy's locker|logging the session off|logged off" <<<"$gl")
+    a2=$(apid)
+    doctor_root
+    check "(i) guard: package upgrade while the agent runs -> no guard action" \
+        $([ "$rc" = 0 ] && [ "$vrc" = 0 ] && [ "$up" = no ] && [ "$acts" = 0 ] && [ "$DOC_RC" = 0 ]; echo $?) \
+        "dpkg -i $v+desktoptest2: exit $rc, guard pid $gp1 -> $gp2; agent pid $a1 (now $a2) verified by the new guard ${VER#* } s after the dpkg started; no locker for the next $((GRACE + 5)) s: $([ "$up" = no ] && echo right || echo WRONG, one ran); guard actions in the journal: $acts; root's doctor --policy after: exit $DOC_RC ($(doc_says))"
+    [ "$acts" = 0 ] || grep -E "NOT guarded|policy's locker" <<<"$gl" | cut -c1-200 | sed 's/^/      guard: /' | tee -a "$RESULTS"
+    [ "$up" = no ] || unlock
+
+    # mask under on-agent-lost logoff: logind ends the session
+    fresh
+    write_policy logoff $GRACE
+    fresh_guard
+    a=$(apid); G0=$(gnow)
+    out=$(XG logoff "$SID" $((GRACE + 30)) systemctl --user mask --now xidlelock.service)
+    gl=$(guard_log "$G0")
+    check "(i) guard: systemctl --user mask --now -> logged off (on-agent-lost logoff)" $(within "${out%% *}"; echo $?) \
+        "session $SID ${out#* } ${out%% *} s after the mask (agent pid $a; bound ${LIMIT} s; guest clock); guard: $(grep -m1 -E 'logging the session off|logged off' <<<"$gl" | cut -c1-150)"
+
+    # no policy for what may come after; alice's session back
+    R rm -f "$GPOLICY" /tmp/xidlelock-up.deb
+    R systemctl restart xidlelock-guard.service
+    RS 'f=/home/alice/.config/systemd/user/xidlelock.service; [ -L "$f" ] && [ "$(readlink "$f")" = /dev/null ] && rm -f "$f"; true'
+    set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
+    if ! RS "loginctl show-user alice -p Display --value 2>/dev/null | grep -q ." ; then
+        R systemctl restart lightdm.service
+        if wait_guest 120 '/usr/local/lib/xdl/session-run -- xprintidle'; then
+            SID=$(R loginctl show-user alice -p Display --value)
+            unit daemon-reload; unit import-environment DISPLAY XAUTHORITY; activity; unit enable --now xidlelock.service
+            note "after the logoff: lightdm started again, alice's session $SID, agent $(unit is-active xidlelock.service)"
+        else
+            note "after the logoff: alice's session did not come back"
+        fi
+    fi
+fi
+
 agent_log 0 >"$XDL_RUN/agent.log" 2>&1
+R journalctl -b --no-pager -o short-unix -u xidlelock-guard.service >"$XDL_RUN/guard.log" 2>&1
 say "== $NPASS passed, $NFAIL failed; wall time $((SECONDS - T_START)) s (image $IMAGE_S s, boot $BOOT_S s); logs in $XDL_RUN"
 [ "$NFAIL" = 0 ]
