@@ -17,12 +17,17 @@ public enum DoctorCommand {
     /// A bad profile is a usage error (exit 64), never a pass: a fleet check must see it.
     static func checkPolicy(_ path: String, _ options: DoctorOptions) throws(UsageError) -> Int32 {
         let requirements = try PolicyCheck.requirements(ConfigSources.thisMachine.read(path), path: path)
-        // Root's check (the fleet check) speaks from the guard's own verification when a
-        // guard runs: a socket the session's user serves is no evidence against that user.
-        if getuid() == 0, options.socket == nil, access(GuardLink.socketPath, F_OK) == 0 {
+        // Root's check (the fleet check) speaks from the guard's own verification: a
+        // socket the session's user serves is no evidence against that user, and no guard
+        // means no session is guarded (`--socket` still asks one agent by hand).
+        if getuid() == 0, options.socket == nil {
             var answer: JSONValue?
             var problem: String?
-            do { answer = try GuardLink.sessions() } catch { problem = error.message }
+            if access(GuardLink.socketPath, F_OK) != 0 {
+                problem = "xidlelock-guard.service is not running (no \(GuardLink.socketPath)): no session is guarded (systemctl enable --now xidlelock-guard.service)"
+            } else {
+                do { answer = try GuardLink.sessions() } catch { problem = error.message }
+            }
             let report = PolicyCheck.check(requirements, path: path, guardReport: answer, problem: problem)
             _ = try? FileIO.writeAll(1, (options.json ? report.json.text : report.text) + "\n")
             return report.met ? 0 : 1

@@ -270,6 +270,17 @@ struct GuardTests {
             _ = try await g.waitForLocker(since: killedAt)
             let locked = try await g.rootDoctor()
             #expect(locked.exit == .exited(1) && locked.stdout.contains(guardSessionID), "\(locked.exit) \(locked.stdout)")
+
+            // No guard at all (stopped, its socket gone): root's check fails naming the
+            // guard, instead of falling back to asking some user's socket.
+            let guardProcess = try #require(g.guardProcess)
+            kill(guardProcess.processIdentifier, SIGKILL)
+            _ = try await guardProcess.waitForExit("the guard")
+            unlink(g.guardSocket)
+            let noGuard = try await g.rootDoctor()
+            print("guard figure (f. root's doctor, no guard): exit \(noGuard.exit)\n\(noGuard.stdout)")
+            #expect(noGuard.exit == .exited(1) && noGuard.stdout.contains("xidlelock-guard.service is not running"),
+                    "\(noGuard.exit) \(noGuard.stdout)\(noGuard.stderr)")
         }
     }
 }
