@@ -79,6 +79,9 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
     case ended
     /// Stopped (SIGSTOP, SIGTSTP …), seen through ptrace at once.
     case stopped(signal: Int32)
+    /// Its control group, or one above it, was frozen (cgroup.freeze: the user may
+    /// freeze the cgroups systemd delegates to them), seen through cgroup.events.
+    case frozen(cgroup: String)
     /// It closed its registration while still running.
     case disconnected
 
@@ -86,7 +89,17 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .ended: "the agent ended"
         case .stopped(let signal): "the agent was stopped (signal \(signal))"
+        case .frozen(let cgroup): "the agent's control group was frozen (\(cgroup))"
         case .disconnected: "the agent closed its registration"
+        }
+    }
+
+    /// Stopped or frozen: the same process may run again (`agentContinued`), and is
+    /// still the session's agent until it ends.
+    var mayContinue: Bool {
+        switch self {
+        case .stopped, .frozen: true
+        case .ended, .disconnected: false
         }
     }
 }
@@ -101,7 +114,7 @@ public enum GuardEvent: Equatable, Sendable {
     /// A peer passed every check of the edge (credentials, executable, session, display).
     case agentVerified(session: String, agent: VerifiedAgent)
     case agentLost(session: String, loss: AgentLoss)
-    /// A stopped agent runs again (SIGCONT).
+    /// A stopped agent runs again (SIGCONT), or its control group thawed.
     case agentContinued(session: String)
     /// What a verified agent says of its lock.
     case agentReported(session: String, locked: Bool)
@@ -247,13 +260,13 @@ public struct GuardMachine: Sendable {
             guard var state = sessions[id], let agent = state.agent else { break }
             if state.unguarded != nil {
                 // Lost already (stopped): now gone for good; the grace runs on as it was.
-                if loss != .stopped(signal: 0), case .stopped = loss {} else { state.agent = nil }
+                if !loss.mayContinue { state.agent = nil }
                 sessions[id] = state
                 break
             }
             state.losses = state.losses.filter { now - $0 < settings.repeatWindow } + [now]
             state.unguarded = (loss.description, now)
-            if case .stopped = loss {} else { state.agent = nil }
+            if !loss.mayContinue { state.agent = nil }
             state.lockerHandedOver = false
             let repeated = state.losses.count >= settings.repeatedLosses
             state.actAt = repeated ? now : now + settings.agentGrace

@@ -90,6 +90,25 @@ struct GuardMachineTests {
         #expect(s.wait(.seconds(10)).lockerStarts == 1)
     }
 
+    @Test("a frozen agent (its cgroup) is lost like a stopped one and stays the session's agent: thawed within the grace it guards again, frozen past it the session locks, and its death while frozen still counts")
+    func frozen() {
+        var s = GuardStory()
+        s.guarded()
+        let frozen = AgentLoss.frozen(cgroup: "/user.slice/user-1000.slice/user@1000.service/app.slice/xidlelock.service")
+        s.send(.agentLost(session: "c2", loss: frozen))
+        #expect(s.state?.unguarded?.reason == "the agent's control group was frozen (/user.slice/user-1000.slice/user@1000.service/app.slice/xidlelock.service)")
+        #expect(s.state?.agent != nil, "a frozen agent is still the session's")
+        s.wait(.seconds(3))
+        s.send(.agentContinued(session: "c2"))
+        #expect(s.state?.guarded == true)
+        #expect(s.wait(.minutes(1)).lockerStarts == 0)
+
+        s.send(.agentLost(session: "c2", loss: frozen))
+        s.send(.agentLost(session: "c2", loss: .ended))
+        #expect(s.state?.agent == nil, "killed while frozen: gone")
+        #expect(s.wait(.seconds(10)).lockerStarts == 1)
+    }
+
     @Test("on-agent-lost logoff: TerminateSession after the grace, with an error in the audit trail")
     func logoff() {
         var s = GuardStory(GuardSettings(onAgentLost: .logoff, agentGrace: .seconds(10)))

@@ -140,6 +140,52 @@ struct GuardTests {
         }
     }
 
+    // MARK: b2. a frozen cgroup
+
+    /// The cgroup2 hierarchy the test can make cgroups in (systemd's unified or hybrid
+    /// layout), or nil.
+    static let cgroupMount: String? = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].first {
+        FileManager.default.fileExists(atPath: $0 + "/cgroup.controllers")
+    }
+
+    @Test("b2. the user freezes the agent's cgroup (cgroup.freeze, as systemd's delegation allows), in place or after moving the agent into a child cgroup of its own: the guard's locker within agent-grace + 2 s; thawed, the agent guards again",
+          .enabled(if: cgroupMount != nil, "no cgroup v2 hierarchy"), arguments: ["in place", "moved first"])
+    func frozenAgent(how: String) async throws {
+        // The user's delegated cgroup, as user@.service has it: made by root, owned by the user.
+        let delegated = GuardTests.cgroupMount! + "/xidlelock-it-\(getpid())-\(how == "in place" ? "a" : "b")"
+        let unit = delegated + "/xidlelock.service"
+        try? FileManager.default.removeItem(atPath: unit)
+        mkdir(delegated, 0o755)
+        defer { rmdir(unit + "/x"); rmdir(unit); rmdir(delegated) }
+        for path in [delegated, delegated + "/cgroup.procs", delegated + "/cgroup.subtree_control", delegated + "/cgroup.threads"] {
+            chown(path, guardUserID, guardUserID)
+        }
+        try await GuardSession.with { g in
+            let made = try await g.runAsUser("mkdir", [unit])
+            try #require(made.exit == .exited(0), "the user's mkdir \(unit): \(made.stderr)")
+            let agent = try await g.startVerifiedAgent(cgroup: unit)
+            var frozenCgroup = unit
+            if how == "moved first" {
+                frozenCgroup = unit + "/x"
+                let moved = try await g.runAsUser("sh", ["-c", "mkdir '\(frozenCgroup)' && echo \(agent.pid) > '\(frozenCgroup)/cgroup.procs'"])
+                try #require(moved.exit == .exited(0), "the user's move of the agent: \(moved.stderr)")
+                // Not lost by moving: nothing acts, and root's doctor still says met.
+                #expect(try await g.rootDoctor().exit == .exited(0), "a move alone was taken for a loss\n\(g.logs)")
+            }
+            let froze = try await g.runAsUser("sh", ["-c", "echo 1 > '\(frozenCgroup)/cgroup.freeze'"])
+            try #require(froze.exit == .exited(0), "the user's freeze: \(froze.stderr)")
+            let frozenAt = ContinuousClock.now
+            defer { _ = try? "0".write(toFile: frozenCgroup + "/cgroup.freeze", atomically: false, encoding: .utf8) }
+            let locker = try await expectGuardLocker(g, since: frozenAt, figure: "b2. cgroup.freeze, \(how)")
+            #expect(g.guardLog.contains("control group was frozen"), "the guard's log does not say why\n\(g.logs)")
+
+            // Thawed: the same agent guards again; it adopts the guard's locker.
+            try "0".write(toFile: frozenCgroup + "/cgroup.freeze", atomically: false, encoding: .utf8)
+            try await g.waitForVerified(agent)
+            #expect(g.lockerPids == [locker], "a second locker after the thaw\n\(g.logs)")
+        }
+    }
+
     // MARK: c. on-agent-lost logoff
 
     @Test("c. on-agent-lost logoff: kill -9 of the agent, then logind's TerminateSession of the session within agent-grace + 2 s, and no locker")

@@ -18,8 +18,8 @@ public final class GuardService {
     private var listener: Int32 = -1
     private var bus: OpaquePointer?
     private var callbacks: UnsafeMutablePointer<xil_desktop_callbacks>
-    /// Registrations by session: the connection, the agent's pid.
-    private var agents: [String: (connection: GuardConnection, pid: pid_t)] = [:]
+    /// Registrations by session.
+    private var agents: [String: FollowedAgent] = [:]
     private var connections: [GuardConnection] = []
     /// The guard's lockers (its children) by pid: their session.
     private var lockers: [pid_t: String] = [:]
@@ -134,6 +134,7 @@ public final class GuardService {
     func closed(_ connection: GuardConnection) {
         connections.removeAll { $0 === connection }
         guard let session = connection.session, agents[session]?.connection === connection else { return }
+        agents[session]?.freeze?.finish()
         agents[session] = nil
         statuses[session] = nil
         // The pidfd tells a death; a running agent that let go of its registration is lost all the same.
@@ -215,12 +216,19 @@ public final class GuardService {
             }
             connection.session = session
             connection.registered = true
-            agents[session] = (connection, connection.pid)
+            let followed = FollowedAgent(connection: connection, pid: connection.pid)
+            agents[session] = followed
             connection.send(.verified)
             loop.add(ProcessWatch(pidfd: pidfd) { [weak connection] in
                 connection?.ended = true
                 if let connection { connection.finish() }
             })
+            followed.freeze = FreezeWatch(pid: connection.pid) { [unowned self, unowned followed] frozen, cgroup in
+                followed.frozen = frozen
+                agentRuns(followed, in: session, lost: frozen ? .frozen(cgroup: cgroup) : nil)
+            }
+            if let freeze = followed.freeze { loop.add(freeze) }
+            else if verbose { Log.write(.info, "session \(session): agent pid \(connection.pid) has no control group of cgroup v2 to watch for a freeze") }
             if verbose { Log.write(.info, "session \(session): agent pid \(connection.pid) verified (\(verified.agent.executable))") }
             carryOut(actions)
         }
@@ -318,15 +326,28 @@ public final class GuardService {
                                                      signal: kind == XIL_WAIT_KILLED ? value : 0), at: now))
                 continue
             }
-            guard let session = agents.first(where: { $0.value.pid == pid })?.key else { continue }
+            guard let (session, followed) = agents.first(where: { $0.value.pid == pid }) else { continue }
             switch kind {
             case XIL_WAIT_STOPPED:
-                carryOut(machine.handle(.agentLost(session: session, loss: .stopped(signal: value)), at: now))
+                followed.stopped = true
+                agentRuns(followed, in: session, lost: .stopped(signal: value))
             case XIL_WAIT_CONTINUED:
-                carryOut(machine.handle(.agentContinued(session: session), at: now))
+                followed.stopped = false
+                agentRuns(followed, in: session, lost: nil)
             default:
                 break
             }
+        }
+    }
+
+    /// A stop or a freeze (`lost`) of a followed agent, or the end of one (nil): the
+    /// agent runs again only when neither holds it.
+    private func agentRuns(_ agent: FollowedAgent, in session: String, lost: AgentLoss?) {
+        let now = SystemClock.now().monotonic
+        if let lost {
+            carryOut(machine.handle(.agentLost(session: session, loss: lost), at: now))
+        } else if !agent.stopped && !agent.frozen {
+            carryOut(machine.handle(.agentContinued(session: session), at: now))
         }
     }
 
@@ -396,6 +417,7 @@ public final class GuardService {
         }
         for id in machine.sessions.keys where !seen.contains(id) {
             carryOut(machine.handle(.sessionGone(id: id), at: now))
+            agents[id]?.freeze?.finish()
             agents[id] = nil
             statuses[id] = nil
         }
@@ -421,6 +443,21 @@ struct SessionFacts {
         sessionClass = text(&info.session_class)
         remote = info.remote != 0
         leader = info.leader
+    }
+}
+
+/// A verified agent the guard follows: its registration, and what holds it now.
+final class FollowedAgent {
+    let connection: GuardConnection
+    let pid: pid_t
+    var freeze: FreezeWatch?
+    /// Stopped by a signal (ptrace's group-stop), frozen with its cgroup: either one
+    /// leaves the session unguarded until both are over.
+    var stopped = false
+    var frozen = false
+    init(connection: GuardConnection, pid: pid_t) {
+        self.connection = connection
+        self.pid = pid
     }
 }
 

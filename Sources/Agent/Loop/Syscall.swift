@@ -72,6 +72,20 @@ enum FileIO {
         try Syscall.nonBlocking("write") { write(fd, bytes.baseAddress, bytes.count) }
     }
 
+    /// The names in a directory (not "." and ".."); `directoriesOnly`: only those
+    /// readdir reports as directories. Empty when it cannot be read.
+    static func entries(of directory: String, directoriesOnly: Bool = false) -> [String] {
+        guard let handle = opendir(directory) else { return [] }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            if directoriesOnly && entry.pointee.d_type != UInt8(DT_DIR) { continue }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     /// Reads up to `limit` bytes of a small file (a /proc entry, a record), or nil.
     static func readSmallFile(_ path: String, limit: Int = 4096, flags: Int32 = 0) -> [UInt8]? {
         guard let fd = try? Syscall.call("open", { open(path, O_RDONLY | O_CLOEXEC | flags) }) else { return nil }

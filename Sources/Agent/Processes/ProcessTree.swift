@@ -22,11 +22,8 @@ enum ProcessTree {
 
     /// The children of every thread of `pid`.
     private static func children(of pid: pid_t) -> [pid_t] {
-        guard let tasks = opendir("/proc/\(pid)/task") else { return [] }
-        defer { closedir(tasks) }
         var result: [pid_t] = []
-        while let entry = readdir(tasks) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        for name in FileIO.entries(of: "/proc/\(pid)/task") {
             guard let tid = Int32(name),
                   let bytes = FileIO.readSmallFile("/proc/\(pid)/task/\(tid)/children", limit: 4096) else { continue }
             result += bytes.split { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\n") }.compactMap { Int32(String(decoding: $0, as: UTF8.self)) }

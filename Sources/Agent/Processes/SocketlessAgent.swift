@@ -7,10 +7,8 @@ import IdleCore
 /// Only this user's processes are looked at: another user cannot plant one here.
 enum SocketlessAgent {
     static func find(display: String) -> pid_t? {
-        guard let wanted = DisplayName(display), let proc = opendir("/proc") else { return nil }
-        defer { closedir(proc) }
-        while let entry = readdir(proc) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard let wanted = DisplayName(display) else { return nil }
+        for name in FileIO.entries(of: "/proc") {
             guard let pid = pid_t(name), pid != getpid() else { continue }
             var info = stat()
             guard stat("/proc/\(pid)", &info) == 0, info.st_uid == getuid(), processName(pid) == "xidlelock",

@@ -188,19 +188,22 @@ final class GuardSession {
     /// policy anyway), tracked by the sandbox as its agents are. `binary`: another
     /// executable than the built one (a copy); `uid`, `dirs`, `display`: another user,
     /// another display.
+    /// `cgroup`: a cgroup v2 directory the agent starts in (root moves it there, as
+    /// systemd puts a unit in its own).
     func startAgent(binary: String? = nil, uid: UInt32 = guardUserID, dirs: UserDirectories? = nil,
-                    display: String? = nil, sessionBus: Bool = true) throws -> AgentProcess {
+                    display: String? = nil, sessionBus: Bool = true, cgroup: String? = nil) throws -> AgentProcess {
         let dirs = dirs ?? user
         let exe = binary.map { "'\($0)'" } ?? "\"$0\""
+        let move = cgroup.map { "echo $$ > '\($0)/cgroup.procs' && " } ?? ""
         return try s.startAgent(["--verbose", "--lock-after", "5m"],
                                 environment: userEnvironment(dirs, display: display, sessionBus: sessionBus && uid == guardUserID),
-                                shell: "exec setpriv --reuid=\(uid) --regid=\(uid) --clear-groups \(exe) \"$@\"")
+                                shell: move + "exec setpriv --reuid=\(uid) --regid=\(uid) --clear-groups \(exe) \"$@\"")
     }
 
     /// Starts an agent of the user and waits until root's `doctor --policy` says the
     /// session is guarded by a verified agent and met (exit 0).
-    func startVerifiedAgent() async throws -> AgentProcess {
-        let agent = try startAgent()
+    func startVerifiedAgent(cgroup: String? = nil) async throws -> AgentProcess {
+        let agent = try startAgent(cgroup: cgroup)
         try await waitForVerified(agent)
         return agent
     }
