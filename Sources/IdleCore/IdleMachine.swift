@@ -177,6 +177,9 @@ public struct IdleMachine: Sendable {
         switch event {
         case .start(let serverIdle, let awaiting):
             lastActivityAt = Instant(monotonic: now.monotonic - serverIdle, boottime: now.boottime - serverIdle)
+            // Holds may have kept the screen unlocked all that time (an earlier agent's):
+            // the budget counts from the last input, so a restart is never a fresh one.
+            if config.maxInhibit != nil { holds.heldSince = lastActivityAt.boottime }
             awaitSources(awaiting, now)
             out.append(.log(.info, "started; idle for \(serverIdle) already; " + describeStages()))
             // Before the wait for what the sources hold: no hold defers this lock, and

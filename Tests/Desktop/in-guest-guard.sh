@@ -8,10 +8,11 @@
 #                                          the pid and the seconds waited
 #   xdl-guard.sh logoff SID SECONDS CMD... runs CMD as alice (her session's environment), then
 #                                          waits until logind has session SID closing or gone;
-#                                          prints the seconds from before CMD to that, and the state
+#                                          prints the seconds from just before CMD (alice's shell's
+#                                          clock) to that, and the state
 #   xdl-guard.sh killer SECONDS            as alice, in the background: pkill -9 her agent
-#                                          every 0.2 s for SECONDS (its pid in /tmp/xdl-killer.pid)
-#   xdl-guard.sh gone SECONDS              waits until alice has no agent process; prints the seconds
+#                                          every 0.2 s for SECONDS (its pid in /tmp/xdl-killer.pid,
+#                                          the guest time before its first kill in /tmp/xdl-killer.t0)
 set -u
 ENV='DISPLAY=:0 XAUTHORITY=/home/alice/.Xauthority XDG_RUNTIME_DIR=/run/user/1000 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus'
 alice() { runuser -u alice -- env $ENV "$@"; }
@@ -36,8 +37,7 @@ verified)
     ;;
 logoff)
     sid=$1 secs=$2; shift 2
-    t0=$(now)
-    alice "$@" >/dev/null 2>&1
+    t0=$(alice sh -c 'date +%s.%N; exec "$@" >/dev/null 2>&1' logoff "$@" | head -1)
     end=$(($(date +%s) + secs)) st=
     while [ "$(date +%s)" -lt "$end" ]; do
         st=$(loginctl show-session "$sid" -p State --value 2>/dev/null) || st=gone
@@ -49,18 +49,11 @@ logoff)
     exit 1
     ;;
 killer)
-    alice sh -c 'echo $$ >/tmp/xdl-killer.pid; end=$(($(date +%s) + $1))
+    rm -f /tmp/xdl-killer.pid /tmp/xdl-killer.t0
+    alice sh -c 'echo $$ >/tmp/xdl-killer.pid; date +%s.%N >/tmp/xdl-killer.t0; end=$(($(date +%s) + $1))
         while [ "$(date +%s)" -lt "$end" ]; do pkill -9 -u alice -x xidlelock; sleep 0.2; done' killer "$1" \
         </dev/null >/dev/null 2>&1 &
-    for i in 1 2 3 4 5 6 7 8 9 10; do [ -s /tmp/xdl-killer.pid ] && break; sleep 0.1; done
-    ;;
-gone)
-    t0=$(now) end=$(($(date +%s) + $1))
-    while [ "$(date +%s)" -lt "$end" ]; do
-        pgrep -u alice -x xidlelock >/dev/null || { since "$t0"; echo; exit 0; }
-        sleep 0.1
-    done
-    exit 1
+    for i in $(seq 50); do [ -s /tmp/xdl-killer.t0 ] && break; sleep 0.1; done
     ;;
 *) echo "xdl-guard.sh: unknown command $cmd" >&2; exit 2 ;;
 esac

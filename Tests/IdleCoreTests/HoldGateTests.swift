@@ -51,6 +51,9 @@ struct HoldGateTests {
         var config = Self.config()
         config.maxInhibit = .seconds(3)
         var s = Story(config)
+        // Input after the start: from here the budget counts from the first hold (until
+        // then it counts from the last input the server saw, see maxInhibitAcrossRestarts).
+        s.input()
         var t: Int64 = 9
         while t < 30 {
             s.wait(until: Story.at(.seconds(t)))
@@ -75,6 +78,22 @@ struct HoldGateTests {
         // The hold stays; the screen may stay unlocked 30 s from the input, and no longer.
         #expect(s.machine.inhibitors.count == 1)
         s.expectLock(1, exactlyAt: Story.at(.seconds(55)))
+    }
+
+    @Test("max-inhibit across a restart: the budget counts from the idle time the X server reports at start, so a restart is never a fresh budget")
+    func maxInhibitAcrossRestarts() {
+        var config = Self.config()
+        config.maxInhibit = .seconds(6)
+        // Started again (by the user, to renew the budget) 5 s into the idle time; the
+        // client holds again at once.
+        var s = Story(config, idleAtStart: .seconds(5))
+        s.send(.hold("pid 7 (inhibit)", source: .dbus, client: ":1.7"))
+        // 6 s from the last input, 1 s from this start: the budget is spent; the lock was
+        // due at 10 s of idle time, and nothing holds it off any longer.
+        s.wait(until: Story.at(.seconds(2)))
+        #expect(s.actions.logs(containing: "max-inhibit (6s) is used up").count == 1, "a fresh budget at start")
+        #expect(s.machine.inhibitors.isEmpty)
+        s.expectLock(1, exactlyAt: Story.at(.seconds(5)))
     }
 
     @Test("a client ends only its own holds: another's cookie is refused and the hold stays")

@@ -460,6 +460,30 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
         }
     }
 
+    @Test("12b. the policy's max-inhibit 6s across a restart: a player's ScreenSaver inhibitor, taken again as the agent comes back 5 s into the idle time; the restart is no fresh budget")
+    func maxInhibitAcrossRestart() async throws {
+        let lockAfter = 3000
+        try await Sandbox.with(buses: true) { s in
+            try s.writePolicy("max-inhibit 6s\n")
+            _ = try s.startBusHelper(["ss-follow", Self.screenSaver, "chromium", "Video Wake Lock", "--until", "release"], output: "player.out")
+            _ = try await s.waitForLines("player.out")
+            try await s.x("xdotool", "key", "shift")
+            let arguments = ["--lock-after", "\(lockAfter)ms", "--locker", Script.locker]
+            let first = try await s.startControlledAgent(arguments)
+            try await s.waitUntil("the player's inhibitor in status") { try await s.inhibitors().count == 1 }
+            try await s.waitUntil("the server idle to pass 5 s", every: .milliseconds(100)) { try await s.serverIdle() >= 5000 }
+            first.send(SIGTERM)
+            _ = try await first.waitForExit()
+            #expect(!s.exists("lock.idle"), "locked before the restart\n\(first.log)")
+            let second = try s.startAgent(arguments + ["--socket", s.socket])
+            let idle = try await s.waitForLock(within: .seconds(18))
+            print("attack figure (12b. max-inhibit 6s, restarted at 5 s of idle, the inhibitor taken again): "
+                  + (idle.map { "locked at \($0) ms of idle" } ?? "never locked within 18 s"))
+            #expect(idle != nil, "no lock within 18 s\n\(second.log)")
+            if let idle { #expect(idle <= 6000 + latestLock, "locked at \(idle) ms of idle: the restart was a fresh budget\n\(second.log)") }
+        }
+    }
+
     // MARK: A restart during a film
 
     /// Waits until the server has been idle past `lockAfter` (the agent restarts while the user watches).
