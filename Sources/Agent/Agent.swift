@@ -42,7 +42,14 @@ public final class Agent {
     var exitStatusOnStop: Int32 = 0
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
+        var options = options
         Log.threshold = options.verbosity.threshold
+        // The policy's card watch reads the system's pcscd, never a daemon of the
+        // user's that libpcsclite would find through the environment.
+        if case .policy? = options.origins["--lock-on-card-removal"], let socket = SocketPath.environment("PCSCLITE_CSOCK_NAME") {
+            unsetenv("PCSCLITE_CSOCK_NAME")
+            options.policy?.changes.append("PCSCLITE_CSOCK_NAME=\(socket) ignored: the policy's lock-on-card-removal reads the system's pcscd")
+        }
         Log.makeNonBlocking()
         if let refusal = WaylandSession.refusal(sessionType: SocketPath.environment("XDG_SESSION_TYPE"),
                                                 waylandDisplay: SocketPath.environment("WAYLAND_DISPLAY")) {
@@ -54,6 +61,9 @@ public final class Agent {
         for problem in options.configProblems {
             Log.write(.error, problem.description)
             AuditTrail.record(.config(problem))
+        }
+        if options.policy == nil {
+            for refused in options.weakeningsRefused { Log.write(.warning, refused) }
         }
         if let policy = options.policy {
             for error in policy.errors { Log.write(.error, "policy \(error)") }

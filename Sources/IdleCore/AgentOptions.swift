@@ -60,6 +60,9 @@ public struct AgentOptions: Equatable, Sendable {
     public var configProblems: [ConfigProblem] = []
     /// Where each setting (by group: see `group`) came from; a default has none.
     public var origins: [String: SettingOrigin] = [:]
+    /// The user's settings that would weaken `secure` or the policy, undone by
+    /// `refuseWeakenings` ("--no-logind", …): said at start, and in status.
+    public var weakeningsRefused: [String] = []
     /// The admin's policy, when there is one, and what it changed.
     public var policy: PolicyReport?
     /// Which sources may hold the lock off (the policy's inhibit-from).

@@ -218,6 +218,7 @@ extension AgentOptions {
                 }
                 options.configProblems = problems
                 options.applyPolicy(from: sources)
+                options.refuseWeakenings()
                 return options
             } catch {
                 if kept.isEmpty { throw error }

@@ -254,6 +254,32 @@ extension AgentOptions {
     }
 }
 
+extension AgentOptions {
+    /// Undoes what a user could set to get around `secure` or the policy: no lock
+    /// before sleep, no logind (no lock-on-switch, no lock-session), a suspend that
+    /// does not count as idle time, other users' logind inhibitors. Under `secure`
+    /// none of them is taken; under a policy without it, those its keys rest on.
+    mutating func refuseWeakenings() {
+        let underPolicy = policy != nil
+        let locksOnSwitchByPolicy = if case .policy? = origins["--lock-on-switch"] { true } else { false }
+        func refuse(_ what: String, when weak: Bool, _ why: String, _ undo: (inout AgentOptions) -> Void) {
+            guard weak else { return }
+            undo(&self)
+            weakeningsRefused.append("\(what) refused: \(why)")
+            // Status and doctor show a policy's changes; without a policy the log says it.
+            policy?.changes.append("\(what) refused: \(why)")
+        }
+        let secureWhy = underPolicy && origins["--secure"] != .flag ? "the policy makes the agent secure" : "the agent runs with --secure"
+        refuse("--no-logind", when: !logind && (secure || locksOnSwitchByPolicy),
+               secure ? secureWhy : "the policy's lock-on-switch follows logind") { $0.logind = true }
+        refuse("--no-lock-before-sleep", when: !lockBeforeSleep && secure, secureWhy) { $0.lockBeforeSleep = true }
+        refuse("--suspend-resets-idle", when: suspendResetsIdle && secure, secureWhy) { $0.suspendResetsIdle = false }
+        // Any user's or service's idle inhibitor: never the session user's to let in under a policy.
+        refuse("--logind-inhibitors all", when: logindInhibitors == "all" && (secure || underPolicy),
+               secure ? secureWhy : "under a policy only the user's own logind inhibitors count") { $0.logindInhibitors = "own" }
+    }
+}
+
 extension String {
     func trimmingCharacters(in set: String) -> String {
         String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())

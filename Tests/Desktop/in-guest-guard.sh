@@ -3,9 +3,10 @@
 # copies it to /tmp/xdl-guard.sh in the guest and runs it as root there, so that a wait
 # polls in the guest (no ssh round trip a try) and a figure is taken on one clock.
 #
-#   xdl-guard.sh verified SINCE SECONDS    waits until the guard logs alice's unit's agent (its
-#                                          MainPID) verified after guest time SINCE; prints
-#                                          the pid and the seconds waited
+#   xdl-guard.sh verified SINCE SECONDS [unit|i3]
+#                                          waits until the guard logs alice's agent (the unit's
+#                                          MainPID; with i3, her oldest xidlelock) verified after
+#                                          guest time SINCE; prints the pid and the seconds waited
 #   xdl-guard.sh logoff SID SECONDS CMD... runs CMD as alice (her session's environment), then
 #                                          waits until logind has session SID closing or gone;
 #                                          prints the seconds from just before CMD (alice's shell's
@@ -24,7 +25,8 @@ case $cmd in
 verified)
     t0=$(now) end=$(($(date +%s) + $2))
     while [ "$(date +%s)" -lt "$end" ]; do
-        p=$(alice systemctl --user show -p MainPID --value xidlelock.service 2>/dev/null)
+        if [ "${3:-unit}" = i3 ]; then p=$(pgrep -o -u alice -x xidlelock)
+        else p=$(alice systemctl --user show -p MainPID --value xidlelock.service 2>/dev/null); fi
         if [ "${p:-0}" != 0 ] && journalctl -b -q --no-pager -u xidlelock-guard.service --since "@${1%.*}" 2>/dev/null |
             grep -q "agent pid $p verified"; then
             echo "$p $(since "$t0")"

@@ -427,7 +427,11 @@ fi
 # brought to the guest's clock by an offset measured over ssh each time (+-0.1 s). The
 # guard is started again before each case so that each waits out the grace (the third loss
 # within 10 minutes acts at once). Last, as it ends alice's session: logoff.
+# XDL_GUARD_AGENT=i3 runs the same with the agent started from i3's exec instead (in the
+# session's scope; the README's other way): systemctl --user stop and mask become a kill
+# (SIGTERM) and a kill -9, as no unit runs that agent.
 if want i; then
+    GA=${XDL_GUARD_AGENT:-unit}
     GRACE=5                      # the policy's agent-grace, seconds
     LIMIT=$((GRACE + 2))         # the issue's bound: agent-grace + 2 s
     GPOLICY=/etc/xidlelock/policy
@@ -440,12 +444,19 @@ if want i; then
     }
     # the guard's own lines (its audit entries come twice: the log and the journal entry)
     guard_log() { R journalctl -b --no-pager -o cat -u xidlelock-guard.service --since "@${1%.*}" | awk '!seen[$0]++'; }
-    apid() { unit show -p MainPID --value xidlelock.service; }
+    if [ "$GA" = i3 ]; then
+        apid() { R pgrep -o -u alice -x xidlelock || echo 0; }
+        start_agent() { A i3-msg -q 'exec --no-startup-id xidlelock'; }
+    else
+        apid() { unit show -p MainPID --value xidlelock.service; }
+        # reset-failed: the kills may have hit the unit's start limit
+        start_agent() { unit reset-failed xidlelock.service 2>/dev/null; unit start xidlelock.service; }
+    fi
     # the guard started again (the last case's losses forgotten), and the agent back with it
     fresh_guard() {
         local g; g=$(gnow)
         R systemctl restart xidlelock-guard.service
-        VER=$(XG verified "$g" 30) || note "the agent did not register with the restarted guard within 30 s ($VER)"
+        VER=$(XG verified "$g" 30 "$GA") || note "the agent did not register with the restarted guard within 30 s ($VER)"
     }
     doctor_root() { DOC=$(R xidlelock doctor --policy "$GPOLICY" 2>&1); DOC_RC=$?; }
     doc_says() { grep -E '^(NOT MET|met) +guard|^=>' <<<"$DOC" | tr '\n' ' ' | sed 's/ *$//' | cut -c1-220; }
@@ -483,10 +494,10 @@ if want i; then
         [ -n "$(lockers)" ] && { u="locked again 3 s after the unlock"; unlock; }
         UNLOCKS+=("$1: $ad, unlock $u"); [ "$u" = ok ] || UNLOCK_BAD=1
     }
-    restore_unit() {    # the unit started again (reset-failed: the kills may hit its start limit)
+    restore_agent() {
         local g; g=$(gnow)
-        unit reset-failed xidlelock.service 2>/dev/null; unit start xidlelock.service
-        VER=$(XG verified "$g" 30) || note "the agent did not register again within 30 s ($VER)"
+        start_agent
+        VER=$(XG verified "$g" 30 "$GA") || note "the agent did not register again within 30 s ($VER)"
     }
     DOCS=() UNLOCKS=() DOC_BAD=0 UNLOCK_BAD=0
 
@@ -495,10 +506,10 @@ if want i; then
     write_policy lock 30                            # a long grace while the agent starts again
     G0=$(gnow)
     R systemctl restart xidlelock-guard.service
-    restart_agent
-    VER=$(XG verified "$G0" 30); rc=$?
+    if [ "$GA" = i3 ]; then unit stop xidlelock.service; activity; start_agent; else restart_agent; fi
+    VER=$(XG verified "$G0" 30 "$GA"); rc=$?
     gl=$(guard_log "$G0")
-    check "(i) guard: the unit's agent registers with the guard" "$rc" \
+    check "(i) guard: the $([ "$GA" = i3 ] && echo "i3-started" || echo "unit's") agent registers with the guard" "$rc" \
         "agent pid $(apid) ($(R sh -c "cut -d: -f3 /proc/$(apid)/cgroup" 2>/dev/null)): $([ "$rc" = 0 ] && echo "verified by the guard ${VER#* } s after the restart" || echo "NOT verified in 30 s; guard: $(grep -m1 -E 'refus' <<<"$gl" | cut -c1-170)")"
     if [ "$rc" = 0 ]; then
         write_policy lock $GRACE
@@ -518,7 +529,7 @@ if want i; then
         check "(i) guard: kill -9 -> locked" $(within "$LOCK_S"; echo $?) \
             "the red locker frame ${LOCK_S} s after the first kill -9 of agent pid $a (bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 'NOT guarded' | sed 's/.*NOT guarded: //' | cut -c1-90)"
         R sh -c 'kill $(cat /tmp/xdl-killer.pid) 2>/dev/null; rm -f /tmp/xdl-killer.pid /tmp/xdl-killer.t0'
-        restore_unit
+        restore_agent
         unlock_after "kill -9"
 
         # kill -STOP: the guard sees the stop at once (ptrace); SIGCONT gives it back
@@ -535,13 +546,14 @@ if want i; then
         # systemctl --user stop: the agent exits 75, and the unit does not restart a stop
         fresh; fresh_guard
         a=$(apid); G0=$(gnow)
-        ta=$(attack systemctl --user stop xidlelock.service)
+        if [ "$GA" = i3 ]; then how="kill (SIGTERM)"; ta=$(attack kill "$a")
+        else how="systemctl --user stop"; ta=$(attack systemctl --user stop xidlelock.service); fi
         wait_red "$ta" user-stop
-        after_doctor "systemctl --user stop"
-        check "(i) guard: systemctl --user stop -> locked" $(within "$LOCK_S"; echo $?) \
-            "the red locker frame ${LOCK_S} s after systemctl --user stop (agent pid $a; bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 'NOT guarded' | sed 's/.*NOT guarded: //' | cut -c1-90)"
-        restore_unit
-        unlock_after "systemctl --user stop"
+        after_doctor "$how"
+        check "(i) guard: $how -> locked" $(within "$LOCK_S"; echo $?) \
+            "the red locker frame ${LOCK_S} s after $how (agent pid $a; bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 'NOT guarded' | sed 's/.*NOT guarded: //' | cut -c1-90)"
+        restore_agent
+        unlock_after "$how"
 
         check "(i) guard: root's doctor --policy while the agent is gone" $((DOC_BAD)) \
             "non-zero and 'NOT MET guard' each time: $(IFS='|'; echo "${DOCS[*]}" | sed 's/|/; /g')"
@@ -560,7 +572,7 @@ if want i; then
         G0=$(gnow); gp1=$(R systemctl show -p MainPID --value xidlelock-guard.service)
         R dpkg -i /tmp/xidlelock-up.deb >>"$XDL_RUN/dpkg.log" 2>&1; rc=$?
         gp2=$(R systemctl show -p MainPID --value xidlelock-guard.service)
-        VER=$(XG verified "$G0" $((GRACE + 5))); vrc=$?
+        VER=$(XG verified "$G0" $((GRACE + 5)) "$GA"); vrc=$?
         if wait_locker $((GRACE + 5)); then up=yes; else up=no; fi
         gl=$(guard_log "$G0")
         acts=$(grep -cE "policy's locker|logging the session off|logged off" <<<"$gl")
@@ -579,18 +591,21 @@ if want i; then
         write_policy logoff $GRACE
         fresh_guard
         a=$(apid); G0=$(gnow)
-        out=$(XG logoff "$SID" $((GRACE + 30)) systemctl --user mask --now xidlelock.service)
-        check "(i) guard: systemctl --user mask --now -> logged off (on-agent-lost logoff)" $(within "${out%% *}"; echo $?) \
-            "session $SID ${out#* } ${out%% *} s after the mask began (agent pid $a; bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 -E 'logging the session off' | sed 's/.*: logging/logging/' | cut -c1-110)"
+        if [ "$GA" = i3 ]; then how="kill -9"; out=$(XG logoff "$SID" $((GRACE + 30)) kill -9 "$a")
+        else how="systemctl --user mask --now"; out=$(XG logoff "$SID" $((GRACE + 30)) systemctl --user mask --now xidlelock.service); fi
+        check "(i) guard: $how -> logged off (on-agent-lost logoff)" $(within "${out%% *}"; echo $?) \
+            "session $SID ${out#* } ${out%% *} s after $how began (agent pid $a; bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 -E 'logging the session off' | sed 's/.*: logging/logging/' | cut -c1-110)"
     else
         for c in "kill -9 -> locked" "kill -STOP -> locked" "systemctl --user stop -> locked" \
-            "root's doctor --policy while the agent is gone" "package upgrade while the agent runs -> no guard action" \
+            "root's doctor --policy while the agent is gone" "after each attack the agent is back, the password unlocks, nothing relocks" \
+            "package upgrade while the agent runs -> no guard action" "root's doctor --policy met with the agent back" \
             "systemctl --user mask --now -> logged off (on-agent-lost logoff)"; do
             check "(i) guard: $c" 1 "not run: the unit's agent never registered with the guard"
         done
     fi
 
-    # no policy for what may come after; alice's session back
+    # no policy for what may come after; alice's session back, with the unit's agent
+    [ "$GA" = i3 ] && { a=$(apid); [ "$a" != 0 ] && R kill "$a"; }
     R rm -f "$GPOLICY" /tmp/xidlelock-up.deb
     R systemctl restart xidlelock-guard.service
     RS 'f=/home/alice/.config/systemd/user/xidlelock.service; [ -L "$f" ] && [ "$(readlink "$f")" = /dev/null ] && rm -f "$f"; true'

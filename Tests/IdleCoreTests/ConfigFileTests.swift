@@ -250,6 +250,29 @@ struct PolicyTests {
         d.expectLock(1, exactlyAt: Story.at(.hours(1)))
     }
 
+    @Test("no user setting weakens the policy: no-logind, no-lock-before-sleep, suspend-resets-idle and logind-inhibitors all are refused under its secure, and said in its changes")
+    func weakeningsRefusedUnderSecure() throws {
+        let user = "no-logind\nno-lock-before-sleep\nsuspend-resets-idle\nlogind-inhibitors all\n"
+        let options = try #require(try agentOptions([], [policyFile: "secure", userConfig: user]))
+        #expect(options.logind && options.lockBeforeSleep && !options.suspendResetsIdle && options.logindInhibitors == "own")
+        let config = options.config(locker: "x")
+        #expect(config.lockBeforeSleep && config.suspendCountsAsIdle)
+        #expect(options.policy?.changes.filter { $0.hasSuffix("refused: the policy makes the agent secure") }.count == 4)
+
+        // Without the policy the user's own choices stand.
+        let free = try #require(try agentOptions([], [userConfig: user]))
+        #expect(!free.logind && !free.lockBeforeSleep && free.suspendResetsIdle && free.logindInhibitors == "all")
+        #expect(free.weakeningsRefused.isEmpty)
+    }
+
+    @Test("a policy without secure: its lock-on-switch keeps logind; only the user's own logind inhibitors count")
+    func weakeningsRefusedByPolicyKeys() throws {
+        let options = try #require(try agentOptions([], [policyFile: "lock-on-switch", userConfig: "no-logind\nlogind-inhibitors all\nno-lock-before-sleep\n"]))
+        #expect(options.logind && options.logindInhibitors == "own")
+        #expect(!options.lockBeforeSleep, "not a thing this policy rests on")
+        #expect(options.policy?.changes.contains("--no-logind refused: the policy's lock-on-switch follows logind") == true)
+    }
+
     @Test("status shows the files read and the policy with its changes")
     func status() throws {
         let options = try #require(try agentOptions([], [policyFile: "max-lock-after 1m", userConfig: "lock-after 5m"]))

@@ -120,4 +120,27 @@ extension Sandbox {
             #expect(settings.contains { $0["name"] as? String == "lock-on-card-removal" && ($0["from"] as? String ?? "").hasPrefix("policy") }, "\(settings)")
         }
     }
+
+    @Test("the policy's lock-on-card-removal reads the system's pcscd: PCSCLITE_CSOCK_NAME pointing at the user's own daemon is ignored and said; the real card's removal locks")
+    func policyIgnoresTheUsersPcscd() async throws {
+        try await Sandbox.with { s in
+            try s.writePolicy("lock-on-card-removal\n")
+            let cards = try SmartCards(in: s)
+            try await cards.start()
+            // The user's own daemon, where a virtual card never leaves.
+            let usersSocket = s.path("users-pcscd.comm")
+            let agent = try s.startAgent(["--lock-after", "1h", "--locker", Self.timedLocker, "--socket", s.socket],
+                                         environment: ["PCSCLITE_CSOCK_NAME": usersSocket])
+            try await IntegrationTests.waitUntil("the agent's socket to answer", context: { agent.log }) { (try? await s.client("status").exit) == .exited(0) }
+            try await s.waitForCard("absent")
+            try await cards.insert()
+            try await s.waitForCard("present", counts: true)
+            let removed = try await cards.remove()
+            let started = try await s.waitForLines("locker.started")
+            let latency = Int((Double(started[0].trimmingCharacters(in: .whitespaces))! / 1_000_000 - removed.timeIntervalSince1970) * 1000)
+            print("figure: the real card taken out under the policy, PCSCLITE_CSOCK_NAME the user's: locker after \(latency) ms")
+            let changes = (try await s.status()["policy"] as? [String: Any])?["changes"] as? [String] ?? []
+            #expect(changes.contains { $0.contains("PCSCLITE_CSOCK_NAME=\(usersSocket) ignored") }, "\(changes)\n\(agent.log)")
+        }
+    }
 }
