@@ -51,10 +51,13 @@ public final class Agent {
             options.policy?.changes.append("PCSCLITE_CSOCK_NAME=\(socket) ignored: the policy's lock-on-card-removal reads the system's pcscd")
         }
         Log.makeNonBlocking()
-        if let refusal = WaylandSession.refusal(sessionType: SocketPath.environment("XDG_SESSION_TYPE"),
-                                                waylandDisplay: SocketPath.environment("WAYLAND_DISPLAY")) {
-            throw .unavailable(refusal)
-        }
+        // Under a policy the session, its display and its type are logind's; the
+        // environment is the user's to set.
+        let session = options.policy == nil ? nil : ownSession()
+        let refusal = session?.refusal(environment: SocketPath.environment)
+            ?? WaylandSession.refusal(sessionType: SocketPath.environment("XDG_SESSION_TYPE"),
+                                      waylandDisplay: SocketPath.environment("WAYLAND_DISPLAY"))
+        if let refusal { throw .unavailable(refusal) }
         if !options.configFiles.isEmpty {
             Log.write(.info, "settings read from \(options.configFiles.joined(separator: ", ")) and the flags")
         }
@@ -94,6 +97,7 @@ public final class Agent {
         let record = LockerRecord.open(beside: control, serverToken: x.serverToken())
         var config = options.config(locker: locker)
         config.userID = getuid()
+        config.session = session
         // The sources the first stage waits for, each until it has said what it holds
         // (an agent restarted during a film must hear the film's hold first).
         var awaiting: Set<InhibitorSource> = []
@@ -141,6 +145,36 @@ public final class Agent {
         let notified = xil_notify_ready("watching \(getenv("DISPLAY").map { String(cString: $0) } ?? "?"), lock after \(lockAfter)")
         if notified < 0 { Log.write(.warning, "cannot tell systemd the agent is ready: \(String(cString: strerror(-notified)))") }
         agent.loop.run()
+    }
+
+    /// logind's word on the agent's session (its own, or for a systemd user unit its
+    /// user's display session), asked on a connection of its own within 2 s; where
+    /// the environment disagrees it is corrected, so that the X connection, the
+    /// socket, the bus services and every child follow logind.
+    static func ownSession() -> AgentSession {
+        var error = [CChar](repeating: 0, count: 256)
+        var logind: AgentSession.Logind?
+        var unavailable: String?
+        if xil_bus_load(&error, error.count) != 0 {
+            unavailable = "libsystemd is not available: \(String(nulTerminated: error))"
+        } else {
+            var info = xil_session_info()
+            if xil_logind_own_session(UInt32(getpid()), getuid(), 2_000_000, &info, &error, error.count) == 0 {
+                let facts = SessionFacts(info)
+                logind = AgentSession.Logind(id: facts.guarded.id, display: facts.guarded.display, type: facts.type, seat: facts.seat)
+            } else {
+                unavailable = String(nulTerminated: error)
+            }
+        }
+        let session = AgentSession.reconcile(logind: logind, unavailable: unavailable, environment: SocketPath.environment)
+        for problem in session.problems { Log.write(session.fromLogind ? .error : .warning, "session: \(problem)") }
+        guard session.fromLogind else { return session }
+        Log.write(.info, "session \(session.id) on \(session.display) (\(session.type)\(session.seat.isEmpty ? "" : ", \(session.seat)")), as logind says")
+        if !session.display.isEmpty { setenv("DISPLAY", session.display, 1) }
+        setenv("XDG_SESSION_ID", session.id, 1)
+        if !session.type.isEmpty { setenv("XDG_SESSION_TYPE", session.type, 1) }
+        if session.type != "wayland" { unsetenv("WAYLAND_DISPLAY") }
+        return session
     }
 
     init(config: AgentConfig, x: XServer, control: ControlListener, record: LockerRecord?,

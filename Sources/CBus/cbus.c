@@ -15,7 +15,7 @@
 /* The functions of libsystemd used here, found with dlsym. The header gives
  * their types; nothing here is linked against the library. */
 #define XIL_BUS_FUNCTIONS(X) \
-    X(sd_bus_open_user) X(sd_bus_open_system) X(sd_bus_flush_close_unref) X(sd_bus_get_fd) \
+    X(sd_bus_open_user) X(sd_bus_open_system) X(sd_bus_flush_close_unref) X(sd_bus_close_unref) X(sd_bus_get_fd) \
     X(sd_bus_get_events) X(sd_bus_get_timeout) X(sd_bus_process) X(sd_bus_get_unique_name) \
     X(sd_bus_set_method_call_timeout) X(sd_bus_add_object_vtable) X(sd_bus_request_name) \
     X(sd_bus_emit_signal) X(sd_bus_reply_method_return) X(sd_bus_reply_method_errorf) \
@@ -365,17 +365,28 @@ static int read_object_path(sd_bus_message *reply, char *path, size_t size) {
     return 0;
 }
 
+static int user_display_session(sd_bus *bus, uint32_t uid, char *path, size_t size);
+
 int xil_logind_session_path(sd_bus *bus, const char *session_id, char *path, size_t size) {
+    if (!session_id || !*session_id) return user_display_session(bus, (uint32_t)getuid(), path, size);
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetSession", &error, &reply, "s", session_id);
+    if (r >= 0) r = read_object_path(reply, path, size);
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : 0;
+}
+
+/* A systemd user unit runs outside any session: the user's display session, as
+ * logind names it (User.Display). */
+static int user_display_session(sd_bus *bus, uint32_t uid, char *path, size_t size) {
     sd_bus_error error = SD_BUS_ERROR_NULL;
     sd_bus_message *reply = NULL;
     int r;
-    if (session_id && *session_id) {
-        r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetSession", &error, &reply, "s", session_id);
-        if (r >= 0) r = read_object_path(reply, path, size);
-    } else {
-        /* A systemd user unit runs outside any session: the user's display session. */
+    {
         char user_path[128];
-        r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetUser", &error, &reply, "u", (uint32_t)getuid());
+        r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetUser", &error, &reply, "u", uid);
         if (r >= 0) r = read_object_path(reply, user_path, sizeof user_path);
         if (reply) reply = p_sd_bus_message_unref(reply);
         p_sd_bus_error_free(&error);
@@ -830,6 +841,18 @@ static int visit_session(sd_bus_message *m, const char *key, void *context) {
     if (strcmp(key, "Active") == 0) return read_variant(m, 'b', &s->active, 0);
     if (strcmp(key, "Remote") == 0) return read_variant(m, 'b', &s->remote, 0);
     if (strcmp(key, "Leader") == 0) return read_variant(m, 'u', &s->leader, 0);
+    if (strcmp(key, "Id") == 0) return read_variant(m, 's', s->id, sizeof s->id);
+    if (strcmp(key, "Name") == 0) return read_variant(m, 's', s->user, sizeof s->user);
+    if (strcmp(key, "Seat") == 0 || strcmp(key, "User") == 0) {
+        /* Seat (so): the seat's id; User (uo): the uid. */
+        int seat = key[1] == 'e';
+        const char *text = NULL, *object = NULL;
+        int r = p_sd_bus_message_enter_container(m, 'v', seat ? "(so)" : "(uo)");
+        if (r >= 0) r = seat ? p_sd_bus_message_read(m, "(so)", &text, &object) : p_sd_bus_message_read(m, "(uo)", &s->uid, &object);
+        if (r >= 0 && seat) snprintf(s->seat, sizeof s->seat, "%s", text ? text : "");
+        if (r >= 0) r = p_sd_bus_message_exit_container(m);
+        return r < 0 ? r : 1;
+    }
     return 0;
 }
 
@@ -867,24 +890,145 @@ static void copy_error(const sd_bus_error *error, char *text, size_t size) {
     if (text && size) snprintf(text, size, "%s", error->message ? error->message : error->name ? error->name : "");
 }
 
-int xil_logind_session_of_pid(sd_bus *bus, uint32_t pid, char *id, size_t size, char *error_text, size_t error_size) {
+#define NO_SESSION_FOR_PID "org.freedesktop.login1.NoSessionForPID"
+
+int xil_logind_session_of_pid(sd_bus *bus, uint32_t pid, uint32_t uid, struct xil_session_info *info,
+                              char *error_text, size_t error_size) {
     sd_bus_error error = SD_BUS_ERROR_NULL;
     sd_bus_message *reply = NULL;
     char path[256];
+    memset(info, 0, sizeof *info);
     int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetSessionByPID", &error, &reply, "u", pid);
     if (r >= 0) r = read_object_path(reply, path, sizeof path);
+    else if (error.name && strcmp(error.name, NO_SESSION_FOR_PID) == 0) r = user_display_session(bus, uid, path, sizeof path);
     if (reply) reply = p_sd_bus_message_unref(reply);
     if (r >= 0) {
-        r = p_sd_bus_call_method(bus, LOGIN1, path, "org.freedesktop.DBus.Properties", "Get", &error, &reply, "ss", SESSION, "Id");
-        const char *value = NULL;
-        if (r >= 0) r = p_sd_bus_message_enter_container(reply, 'v', "s");
-        if (r >= 0) r = p_sd_bus_message_read(reply, "s", &value);
-        if (r >= 0) snprintf(id, size, "%s", value ? value : "");
+        p_sd_bus_error_free(&error);
+        r = p_sd_bus_call_method(bus, LOGIN1, path, "org.freedesktop.DBus.Properties", "GetAll", &error, &reply, "s", SESSION);
+        if (r >= 0) r = read_properties(reply, visit_session, info);
     }
     if (r < 0) copy_error(&error, error_text, error_size);
+    if (r < 0 && error_text && !*error_text) snprintf(error_text, error_size, "%s", strerror(-r));
     if (reply) p_sd_bus_message_unref(reply);
     p_sd_bus_error_free(&error);
     return r < 0 ? r : 0;
+}
+
+/* MARK: The agent's own session, under a policy */
+
+/* One question to logind on a connection of its own, every step asynchronous, so
+ * that a system bus that accepts and never answers costs `timeout` and no more. */
+struct own_session {
+    struct xil_session_info *info;
+    uint32_t uid;
+    int done;                  /* 0 asking, 1 answered, -errno failed */
+    char *error;
+    size_t error_size;
+};
+
+static int own_failed(struct own_session *q, sd_bus_message *reply, int r) {
+    if (reply && p_sd_bus_message_is_method_error(reply, NULL)) copy_error(p_sd_bus_message_get_error(reply), q->error, q->error_size);
+    q->done = r < 0 ? r : -ENXIO;
+    return 0;
+}
+
+static int own_properties(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
+    (void)e;
+    struct own_session *q = userdata;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) return own_failed(q, reply, -ENXIO);
+    int r = read_properties(reply, visit_session, q->info);
+    if (r < 0) return own_failed(q, NULL, r);
+    q->done = 1;
+    return 0;
+}
+
+static int ask_own_properties(sd_bus *bus, struct own_session *q, const char *path) {
+    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, path, "org.freedesktop.DBus.Properties", "GetAll",
+                                      own_properties, q, "s", SESSION);
+}
+
+static int own_user_display(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
+    (void)e;
+    struct own_session *q = userdata;
+    const char *id = NULL, *path = NULL;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) return own_failed(q, reply, -ENXIO);
+    int r = p_sd_bus_message_enter_container(reply, 'v', "(so)");
+    if (r >= 0) r = p_sd_bus_message_read(reply, "(so)", &id, &path);
+    if (r >= 0 && (!id || !*id)) {
+        snprintf(q->error, q->error_size, "the process is in no session, and its user has no display session");
+        r = -ENXIO;
+    }
+    if (r >= 0) r = ask_own_properties(p_sd_bus_message_get_bus(reply), q, path);
+    return r < 0 ? own_failed(q, NULL, r) : 0;
+}
+
+static int own_user(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
+    (void)e;
+    struct own_session *q = userdata;
+    char path[256];
+    if (p_sd_bus_message_is_method_error(reply, NULL)) return own_failed(q, reply, -ENXIO);
+    int r = read_object_path(reply, path, sizeof path);
+    if (r >= 0)
+        r = p_sd_bus_call_method_async(p_sd_bus_message_get_bus(reply), NULL, LOGIN1, path, "org.freedesktop.DBus.Properties",
+                                       "Get", own_user_display, q, "ss", LOGIN1 ".User", "Display");
+    return r < 0 ? own_failed(q, NULL, r) : 0;
+}
+
+static int own_session_by_pid(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
+    (void)e;
+    struct own_session *q = userdata;
+    sd_bus *bus = p_sd_bus_message_get_bus(reply);
+    char path[256];
+    int r;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) {
+        const sd_bus_error *error = p_sd_bus_message_get_error(reply);
+        if (!error || !error->name || strcmp(error->name, NO_SESSION_FOR_PID) != 0) return own_failed(q, reply, -ENXIO);
+        /* A systemd user unit: the user's display session. */
+        r = p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "GetUser", own_user, q, "u", q->uid);
+    } else {
+        r = read_object_path(reply, path, sizeof path);
+        if (r >= 0) r = ask_own_properties(bus, q, path);
+    }
+    return r < 0 ? own_failed(q, NULL, r) : 0;
+}
+
+static uint64_t monotonic_usec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+int xil_logind_own_session(uint32_t pid, uint32_t uid, uint64_t timeout_usec, struct xil_session_info *info,
+                           char *error_text, size_t error_size) {
+    memset(info, 0, sizeof *info);
+    if (error_text && error_size) *error_text = 0;
+    sd_bus *bus = NULL;
+    int r = p_sd_bus_open_system(&bus);
+    if (r < 0) {
+        snprintf(error_text, error_size, "no system bus (%s)", strerror(-r));
+        return r;
+    }
+    struct own_session q = {.info = info, .uid = uid, .error = error_text, .error_size = error_size};
+    r = p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "GetSessionByPID", own_session_by_pid, &q, "u", pid);
+    uint64_t deadline = monotonic_usec() + timeout_usec;
+    while (r >= 0 && q.done == 0) {
+        r = p_sd_bus_process(bus, NULL);
+        if (r != 0) continue;
+        uint64_t now = monotonic_usec();
+        if (now >= deadline) {
+            snprintf(error_text, error_size, "logind did not answer within %llu ms", (unsigned long long)(timeout_usec / 1000));
+            r = -ETIMEDOUT;
+            break;
+        }
+        struct pollfd p = {.fd = p_sd_bus_get_fd(bus), .events = (short)xil_bus_events(bus)};
+        uint64_t wake = deadline, bus_wake = xil_bus_timeout(bus);
+        if (bus_wake < wake) wake = bus_wake;
+        poll(&p, 1, wake > now ? (int)((wake - now + 999) / 1000) : 0);
+    }
+    if (r < 0 && error_text && !*error_text) snprintf(error_text, error_size, "%s", strerror(-r));
+    /* Closed without a flush: a bus that reads nothing must not hold the agent here. */
+    p_sd_bus_close_unref(bus);
+    return r < 0 ? r : (q.done < 0 ? q.done : 0);
 }
 
 int xil_logind_terminate_session(sd_bus *bus, const char *id, char *error_text, size_t error_size) {

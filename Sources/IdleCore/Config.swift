@@ -111,6 +111,8 @@ public struct AgentConfig: Equatable, Sendable {
     /// The files and lines skipped, each said in status and by `doctor`.
     public var configProblems: [ConfigProblem] = []
     public var policy: PolicyReport?
+    /// Under a policy: the session as logind names it, and where the environment disagreed.
+    public var session: AgentSession?
     /// For status and `doctor`: the main settings, their values and where each came from.
     public var settings: [ReportedSetting] = []
 

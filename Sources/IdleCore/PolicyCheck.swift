@@ -153,9 +153,16 @@ public enum PolicyCheck {
             case "ignore-screensaver-reset":
                 if secureByPolicy && settings["secure"] == "yes" { return (true, "\(file) sets secure, which counts only real input") }
                 return flag("ignore-screensaver-reset", "only real input counts as activity")
-            case "lock-on-switch", "lock-at-start":
-                return flag(r.name, r.name == "lock-on-switch" ? "the screen locks when another session comes to the front"
-                                                                : "the screen locks the moment the agent starts")
+            case "lock-on-switch":
+                let (met, detail) = flag(r.name, "the screen locks when another session comes to the front")
+                guard met else { return (met, detail) }
+                // It rests on logind's word about the agent's own session.
+                guard let session = status["session"], session != .null, session["from"]?.string == "logind" else {
+                    return (false, "in force, but the agent follows no logind session: it cannot see another session come to the front")
+                }
+                return (true, detail + "; logind's session \(session["id"]?.string ?? "?")")
+            case "lock-at-start":
+                return flag(r.name, "the screen locks the moment the agent starts")
             case "lock-on-card-removal":
                 guard let card = status["card"], card != .null, let on = card["lock_on_removal"]?.bool else {
                     return (false, "this agent has no card removal (lock-on-card-removal): it does not lock when the smart card is removed")

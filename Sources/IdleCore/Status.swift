@@ -78,6 +78,7 @@ extension IdleMachine {
                     ("settings", .array(policy.settings.map(\.json))),
                 ])
             } ?? .null),
+            ("session", config.session?.json ?? .null),
             // Each stage: its time in force, whether it is held and by what (a disable,
             // the start's wait, the sources of the holds it obeys), and when it is due.
             ("stages", .array(config.stages.indices.map { i in

@@ -522,13 +522,13 @@ if want i; then
         # RestartSec=2s), so the user kills every agent the unit starts, every 0.2 s
         fresh; fresh_guard
         a=$(apid); G0=$(gnow)
-        XG killer $((GRACE + 15))
+        RS "/tmp/xdl-guard.sh killer $((GRACE + 15)) $GA >/dev/null 2>&1"   # (ssh waits for the loop otherwise)
         ta=$(R cat /tmp/xdl-killer.t0)
         wait_red "$ta" kill9
         after_doctor "kill -9"
         check "(i) guard: kill -9 -> locked" $(within "$LOCK_S"; echo $?) \
             "the red locker frame ${LOCK_S} s after the first kill -9 of agent pid $a (bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 'NOT guarded' | sed 's/.*NOT guarded: //' | cut -c1-90)"
-        R sh -c 'kill $(cat /tmp/xdl-killer.pid) 2>/dev/null; rm -f /tmp/xdl-killer.pid /tmp/xdl-killer.t0'
+        R sh -c 'kill $(cat /tmp/xdl-killer.pid) 2>/dev/null; rm -f /tmp/xdl-killer.pid /tmp/xdl-killer.t0 /tmp/xdl-killer.procs'
         restore_agent
         unlock_after "kill -9"
 
@@ -593,8 +593,9 @@ if want i; then
         a=$(apid); G0=$(gnow)
         if [ "$GA" = i3 ]; then how="kill -9"; out=$(XG logoff "$SID" $((GRACE + 30)) kill -9 "$a")
         else how="systemctl --user mask --now"; out=$(XG logoff "$SID" $((GRACE + 30)) systemctl --user mask --now xidlelock.service); fi
+        # logged off: logind ending the session (closing); gone is logind's own teardown after it
         check "(i) guard: $how -> logged off (on-agent-lost logoff)" $(within "${out%% *}"; echo $?) \
-            "session $SID ${out#* } ${out%% *} s after $how began (agent pid $a; bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 -E 'logging the session off' | sed 's/.*: logging/logging/' | cut -c1-110)"
+            "session $SID closing ${out%% *} s and gone ${out#* } s after $how began (agent pid $a; bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 -E 'logging the session off' | sed 's/.*: logging/logging/' | cut -c1-110)"
     else
         for c in "kill -9 -> locked" "kill -STOP -> locked" "systemctl --user stop -> locked" \
             "root's doctor --policy while the agent is gone" "after each attack the agent is back, the password unlocks, nothing relocks" \

@@ -57,7 +57,8 @@ import Testing
     func doctorPolicy() async throws {
         try await Sandbox.with { s in
             try s.writePolicy("max-lock-after 10m\nsecure\nlock-on-switch\n")
-            try s.write("max-lock-after 15m\nsecure\nlock-on-switch\ninhibit-from dbus\n", to: "met.profile")
+            try s.write("max-lock-after 15m\nsecure\ninhibit-from dbus\n", to: "met.profile")
+            try s.write("lock-on-switch\n", to: "switch.profile")
             try s.write("max-lock-after 5m\nsecure\nlock-at-start\n", to: "unmet.profile")
             try s.write("max-lock-after\n", to: "bad.profile")
             _ = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.locker])
@@ -71,6 +72,10 @@ import Testing
             let failed = (report["requirements"] as? [[String: Any]] ?? []).filter { $0["met"] as? Bool == false }
             #expect(failed.map { $0["requirement"] as? String } == ["max-lock-after 5m", "lock-at-start"], "\(unmet.stdout)")
             #expect(failed.first?["detail"] as? String == "the agent locks after 10m, above 5m")
+            // lock-on-switch rests on a logind session, and this sandbox has no logind.
+            let switched = try await s.client("doctor", "--policy", s.path("switch.profile"))
+            #expect(switched.exit == .exited(1) && switched.stdout.contains("NOT MET  lock-on-switch: in force, but the agent follows no logind session"),
+                    "\(switched.stdout)")
             let bad = try await s.client("doctor", "--policy", s.path("bad.profile"))
             #expect(bad.exit == .exited(64))
             #expect(bad.stderr == "xidlelock: error: doctor --policy: \(s.path("bad.profile")):1: 'max-lock-after' needs a value (DURATION)\n", "\(bad.stderr)")

@@ -229,7 +229,6 @@ struct GuardTests {
     enum Impostor: String, CaseIterable, CustomTestStringConvertible {
         case otherUID = "another uid (12345), the session marked"
         case copiedBinary = "a copy of the binary owned by the user"
-        case otherDisplay = "a display that is not the session's"
         var testDescription: String { rawValue }
     }
 
@@ -253,10 +252,6 @@ struct GuardTests {
                 #expect(chown(copy, guardUserID, guardUserID) == 0 && chmod(copy, 0o755) == 0)
                 agent = try g.startAgent(binary: copy)
                 reason = [copy, "root", "executable", "binary"]
-            case .otherDisplay:
-                let other = try await g.startOtherServer()
-                agent = try g.startAgent(display: other)
-                reason = [other, "display"]
             }
             var line = ""
             try await g.wait("the guard to log the refusal of agent \(agent.pid)") {

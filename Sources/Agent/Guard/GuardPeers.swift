@@ -133,13 +133,13 @@ struct PeerCheck {
             return .failure(Refusal(reason: "it runs code from \(foreign), a file root does not own (LD_PRELOAD?)"))
         }
         guard let bus else { return .failure(Refusal(reason: "logind cannot be reached: its session cannot be checked")) }
-        var id = [CChar](repeating: 0, count: 64)
+        var info = xil_session_info()
         var error = [CChar](repeating: 0, count: 256)
-        let r = xil_logind_session_of_pid(bus, UInt32(pid), &id, id.count, &error, error.count)
+        let r = xil_logind_session_of_pid(bus, UInt32(pid), uid, &info, &error, error.count)
         guard r >= 0 else {
             return .failure(Refusal(reason: "logind knows no session of pid \(pid) (\(String(nulTerminated: error)))"))
         }
-        let sessionID = String(nulTerminated: id)
+        let sessionID = SessionFacts(info).guarded.id
         guard let session = sessions[sessionID] else {
             return .failure(Refusal(reason: "its session \(sessionID) is not a user's graphical X11 session", session: sessionID))
         }
@@ -219,46 +219,5 @@ struct PeerCheck {
     static func xauthority(of session: GuardedSession, home: String) -> String? {
         let path = home + "/.Xauthority"
         return access(path, F_OK) == 0 ? path : nil
-    }
-}
-
-/// A session's user, from the passwd and group databases (root's files).
-struct SessionUser {
-    var name: String
-    var uid: uid_t
-    var gid: gid_t
-    var home: String
-    var shell: String
-    var groups: [gid_t]
-
-    init?(uid: UInt32) {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16384)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return nil }
-        self.name = String(cString: name)
-        self.uid = uid
-        gid = entry.pw_gid
-        home = entry.pw_dir.map { String(cString: $0) } ?? "/"
-        shell = entry.pw_shell.map { String(cString: $0) } ?? "/bin/sh"
-        var count: Int32 = 64
-        var list = [gid_t](repeating: 0, count: 64)
-        if getgrouplist(name, gid, &list, &count) < 0 {
-            list = [gid_t](repeating: 0, count: Int(count))
-            _ = getgrouplist(name, gid, &list, &count)
-        }
-        groups = Array(list.prefix(Int(max(count, 0))))
-    }
-
-    var credentials: SpawnRequest.User { SpawnRequest.User(uid: uid, gid: gid, groups: groups, home: home) }
-
-    /// A clean environment for the session's locker: the session's display and what
-    /// logind and passwd say, a fixed system PATH, nothing the user set.
-    func environment(session: GuardedSession, xauthority: String?) -> [String] {
-        var env = ["DISPLAY=\(session.display)", "HOME=\(home)", "USER=\(name)", "LOGNAME=\(name)", "SHELL=\(shell)",
-                   "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
-                   "XDG_SESSION_ID=\(session.id)", "XDG_SESSION_TYPE=x11", "XDG_RUNTIME_DIR=/run/user/\(uid)"]
-        if let xauthority { env.append("XAUTHORITY=\(xauthority)") }
-        return env
     }
 }

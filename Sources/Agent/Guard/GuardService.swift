@@ -280,7 +280,8 @@ public final class GuardService {
         var request = SpawnRequest(program: .shell(ShellCommand.lockerForm(command)))
         request.stop = .never
         request.runAs = user.credentials
-        request.baseEnvironment = user.environment(session: session, xauthority: PeerCheck.xauthority(of: session, home: user.home))
+        request.baseEnvironment = user.lockerEnvironment(display: session.display, sessionID: session.id,
+                                                         xauthority: PeerCheck.xauthority(of: session, home: user.home))
         do {
             let pid = try request.spawn()
             lockers[pid] = id
@@ -431,6 +432,7 @@ struct SessionFacts {
     var sessionClass: String
     var remote: Bool
     var leader: UInt32
+    var seat: String
 
     init(_ info: xil_session_info) {
         var info = info
@@ -443,6 +445,7 @@ struct SessionFacts {
         sessionClass = text(&info.session_class)
         remote = info.remote != 0
         leader = info.leader
+        seat = text(&info.seat)
     }
 }
 

@@ -30,6 +30,22 @@ enum LockerChoice {
         throw .unavailable("no locker found: install one of \(candidates.map(\.program).joined(separator: ", ")) or give --locker CMD")
     }
 
+    /// Where the policy's locker is looked for: the system's directories, never the
+    /// user's PATH (a `~/bin/i3lock` first in it must not stand in for the admin's).
+    static let systemPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+    /// The policy's locker with its program named by absolute path, found in
+    /// `systemPath`, and that path (nil when the command starts with no program, a
+    /// shell construct: its shell then searches the system's PATH alone).
+    static func resolvedPolicyLocker(_ command: String) throws(AgentError) -> (command: String, program: String?) {
+        guard let word = ShellCommand.firstWord(of: command) else { return (command, nil) }
+        guard let program = findProgram(word, path: systemPath), program.hasPrefix("/") else {
+            throw .unavailable("the policy's locker: '\(word)' was not found in the system's directories (\(systemPath)), so the screen could never be locked")
+        }
+        let rest = command.drop { $0 == " " || $0 == "\t" }.dropFirst(word.count)
+        return (program + rest, program)
+    }
+
     static func findProgram(_ name: String, path: String?) -> String? {
         if name.contains("/") { return access(name, X_OK) == 0 ? name : nil }
         for dir in (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":") {

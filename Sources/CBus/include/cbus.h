@@ -112,6 +112,7 @@ struct xil_session_info {
     char display[64];
     char type[16];           /* x11, wayland, tty, ... */
     char session_class[16];  /* user, greeter, lock-screen, ... */
+    char seat[64];
     int active;
     int remote;
     uint32_t leader;
@@ -122,8 +123,16 @@ struct xil_session_info {
 int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
 /* Every session (at most `max`): their count, or -errno (logind unreachable). */
 int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max);
-/* logind's GetSessionByPID: the session's id, 0 or -errno (no session: -ENXIO). */
-int xil_logind_session_of_pid(sd_bus *bus, uint32_t pid, char *id, size_t size, char *error, size_t error_size);
+/* The session of a process of `uid`: logind's GetSessionByPID, or for a process in
+ * no session (a systemd user unit) the user's display session; its properties in
+ * `info`. 0 or -errno, the bus's error in `error`. */
+int xil_logind_session_of_pid(sd_bus *bus, uint32_t pid, uint32_t uid, struct xil_session_info *info,
+                              char *error, size_t error_size);
+/* The same for the agent's own process, on a system-bus connection of its own that
+ * is closed again: every step asynchronous, bounded by `timeout_usec` altogether
+ * (a bus that accepts and never answers costs no more). 0 or -errno, why in `error`. */
+int xil_logind_own_session(uint32_t pid, uint32_t uid, uint64_t timeout_usec, struct xil_session_info *info,
+                           char *error, size_t error_size);
 /* logind's TerminateSession. 0 or -errno, the bus's error in `error`. */
 int xil_logind_terminate_session(sd_bus *bus, const char *id, char *error, size_t error_size);
 #endif

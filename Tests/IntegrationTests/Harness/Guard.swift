@@ -190,13 +190,16 @@ final class GuardSession {
     /// another display.
     /// `cgroup`: a cgroup v2 directory the agent starts in (root moves it there, as
     /// systemd puts a unit in its own).
+    /// `environment`: variables the user set besides the session's (or unset, nil).
     func startAgent(binary: String? = nil, uid: UInt32 = guardUserID, dirs: UserDirectories? = nil,
-                    display: String? = nil, sessionBus: Bool = true, cgroup: String? = nil) throws -> AgentProcess {
+                    display: String? = nil, sessionBus: Bool = true, cgroup: String? = nil,
+                    environment: [String: String?] = [:]) throws -> AgentProcess {
         let dirs = dirs ?? user
         let exe = binary.map { "'\($0)'" } ?? "\"$0\""
         let move = cgroup.map { "echo $$ > '\($0)/cgroup.procs' && " } ?? ""
         return try s.startAgent(["--verbose", "--lock-after", "5m"],
-                                environment: userEnvironment(dirs, display: display, sessionBus: sessionBus && uid == guardUserID),
+                                environment: userEnvironment(dirs, display: display, sessionBus: sessionBus && uid == guardUserID)
+                                    .merging(environment) { $1 },
                                 shell: move + "exec setpriv --reuid=\(uid) --regid=\(uid) --clear-groups \(exe) \"$@\"")
     }
 
