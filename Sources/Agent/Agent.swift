@@ -23,6 +23,8 @@ public final class Agent {
     /// The server's saver timeout before the agent changed it, restored at exit.
     var saverTimeoutToRestore: Millis?
     private let adopted: (pid: pid_t, pidfd: Int32)?
+    /// Under the policy's locker: the whole environment it runs with (nil: the agent's).
+    let lockerEnvironment: [String]?
     /// `--corners`: the corners' size, and the monitors whose corners count (nil: the
     /// root window's).
     var cornerSize: Int32 = 10
@@ -83,7 +85,15 @@ public final class Agent {
         if case .failure(let unavailable) = x.clientOwners {
             Log.write(.warning, "\(unavailable.reason): the grab probe cannot tell the locker's keyboard grab from another client's (a grab held before the locker started still never counts as the lock)")
         }
-        let locker = try LockerChoice.choose(given: options.locker)
+        // The policy's locker is the admin's: found in the system's directories, run with
+        // the session's environment, and only a process running it adopted.
+        var policyLocker: LockerChoice.PolicyLocker?
+        if case .policy? = options.origins["--locker"], let given = options.locker {
+            policyLocker = try LockerChoice.policyLocker(given, display: SocketPath.environment("DISPLAY"),
+                                                         sessionID: SocketPath.environment("XDG_SESSION_ID"))
+        }
+        let locker: String
+        if let policyLocker { locker = policyLocker.command } else { locker = try LockerChoice.choose(given: options.locker) }
         // The agent sees only the shell's end: a locker followed by more would have its
         // kill read as whatever the rest does (doctor says the same).
         if let hazard = ShellCommand.lockerEndHazard(locker) {
@@ -111,7 +121,7 @@ public final class Agent {
             case .socket, .corner: break
             }
         }
-        let agent = try Agent(config: config, x: x, control: control, record: record, awaiting: awaiting)
+        let agent = try Agent(config: config, x: x, control: control, record: record, awaiting: awaiting, policyLocker: policyLocker)
         // Followed under --secure too (the gate refuses its holds): `xset s activate` locks.
         if !options.ignoreScreensaverReset { agent.followKeepAwakeSignals(lockAfter: options.lockAfter) }
         // Early, before any browser starts: Firefox picks its inhibit backend once.
@@ -178,7 +188,8 @@ public final class Agent {
     }
 
     init(config: AgentConfig, x: XServer, control: ControlListener, record: LockerRecord?,
-         awaiting: Set<InhibitorSource>) throws(AgentError) {
+         awaiting: Set<InhibitorSource>, policyLocker: LockerChoice.PolicyLocker? = nil) throws(AgentError) {
+        lockerEnvironment = policyLocker?.environment
         self.x = x
         self.control = control
         loop = EventLoop()
@@ -188,7 +199,7 @@ public final class Agent {
         var random = SystemRandomNumberGenerator()
         machine = IdleMachine(config: config, now: SystemClock.now(), seed: random.next())
         // Before anything can fire: a locker left by an earlier agent still runs.
-        adopted = record?.adopt()
+        adopted = record?.adopt(executable: policyLocker?.executable)
         do {
             try makeSources()
         } catch {
@@ -473,6 +484,7 @@ public final class Agent {
         }
         // The locker is exec'ed (the agent's own child, its real end seen) and never stopped.
         var request = SpawnRequest(program: .shell(ShellCommand.lockerForm(command)), environment: environment, stop: .never)
+        request.baseEnvironment = lockerEnvironment
         // While the system waits to sleep, a locker that knows the protocol gets the
         // delay, to close once it covers the screen; no other child ever sees it.
         if transferSleepLock, let fd = desktop?.sleepDelayForLocker {

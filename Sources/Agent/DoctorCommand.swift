@@ -28,16 +28,30 @@ public enum DoctorCommand {
             } else {
                 do { answer = try GuardLink.sessions() } catch { problem = error.message }
             }
-            let report = PolicyCheck.check(requirements, path: path, guardReport: answer, problem: problem)
+            let report = PolicyCheck.check(requirements, path: path, guardReport: answer, problem: problem, ownership: adminsProgram)
             _ = try? FileIO.writeAll(1, (options.json ? report.json.text : report.text) + "\n")
             return report.met ? 0 : 1
         }
         var status: JSONValue?
         var problem: String?
         do { status = try ControlClient.status(socket: options.socket) } catch { problem = error.message }
-        let report = PolicyCheck.check(requirements, path: path, status: status, agentProblem: problem)
+        let report = PolicyCheck.check(requirements, path: path, status: status, agentProblem: problem, ownership: adminsProgram)
         _ = try? FileIO.writeAll(1, (options.json ? report.json.text : report.text + "\n" + PolicyCheck.userCheckNote) + "\n")
         return report.met ? 0 : 1
+    }
+
+    /// A program is the admin's when root owns it and its directory, and no one else
+    /// may write either: nil, or why not.
+    static let adminsProgram: PolicyCheck.ProgramOwnership = { path in
+        var info = stat()
+        guard stat(path, &info) == 0 else { return "\(path) cannot be read (\(String(cString: strerror(errno))))" }
+        guard info.st_uid == 0 else { return "\(path) is owned by uid \(info.st_uid), not root" }
+        guard info.st_mode & 0o022 == 0 else { return "\(path) may be written by others than root (mode \(String(info.st_mode & 0o7777, radix: 8)))" }
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        guard stat(directory.isEmpty ? "/" : directory, &info) == 0, info.st_uid == 0, info.st_mode & 0o022 == 0 else {
+            return "its directory \(directory) is not root's alone: another user could replace it"
+        }
+        return nil
     }
 
     static func facts(_ options: DoctorOptions) -> DoctorFacts {

@@ -59,8 +59,12 @@ public enum PolicyCheck {
 
     /// Holds the agent's `status` (nil: no agent answered, for `agentProblem`) against
     /// the profile's requirements.
+    /// Whether a program file is the admin's (owned by root, which alone may change
+    /// it): nil when it is, else why not in words. The edge looks at the file.
+    public typealias ProgramOwnership = @Sendable (String) -> String?
+
     public static func check(_ profile: [ReportedSetting], path: String, status: JSONValue?,
-                             agentProblem: String? = nil) -> PolicyCheckReport {
+                             agentProblem: String? = nil, ownership: @escaping ProgramOwnership) -> PolicyCheckReport {
         func line(_ r: ReportedSetting) -> String { r.value.isEmpty ? r.name : "\(r.name) \(r.value)" }
         guard let status else {
             let why = (agentProblem ?? "no agent answers") + ": nothing can be checked"
@@ -68,7 +72,7 @@ public enum PolicyCheck {
                 + profile.map { PolicyRequirement(requirement: line($0), met: false, detail: "no agent answers") })
         }
         var requirements = [PolicyRequirement(requirement: "agent", met: true, detail: "answers (state \(status["state"]?.string ?? "?"))")]
-        let agent = AgentFacts(status)
+        let agent = AgentFacts(status, ownership: ownership)
         requirements.append(agent.policyRequirement)
         for r in profile {
             let (met, detail) = agent.meets(r)
@@ -89,8 +93,11 @@ public enum PolicyCheck {
         /// The settings in force (`status.settings`), by name.
         let settings: [String: String]
 
-        init(_ status: JSONValue) {
+        let ownership: ProgramOwnership
+
+        init(_ status: JSONValue, ownership: @escaping ProgramOwnership) {
             self.status = status
+            self.ownership = ownership
             let policy = status["policy"].flatMap { $0 == .null ? nil : $0 }
             policyFile = policy?["file"]?.string
             self.policy = Self.values(policy?["settings"])
@@ -174,9 +181,18 @@ public enum PolicyCheck {
                 }
                 return (true, "removing the smart card locks the screen; set by \(file)")
             case "locker":
-                guard settings["locker"] == r.value else { return (false, "the agent's locker is `\(settings["locker"] ?? "?")`, not `\(r.value)`") }
+                let running = settings["locker"] ?? "?"
+                guard PolicyCheck.sameLocker(running: running, written: r.value) else { return (false, "the agent's locker is `\(running)`, not `\(r.value)`") }
                 guard policy["locker"] == r.value else { return (false, "the locker is `\(r.value)`, but \(file) does not set it: the user can change it") }
-                return (true, "`\(r.value)`, set by \(file)")
+                // The facts the requirement rests on: the admin's program, and a lock it holds.
+                if let program = ShellCommand.firstWord(of: running) {
+                    guard program.hasPrefix("/") else { return (false, "the agent runs `\(running)`: `\(program)` is not named by an absolute path, so the user's PATH picks it") }
+                    if let problem = ownership(program) { return (false, "`\(program)` is not the admin's: \(problem)") }
+                }
+                if let locker = status["locker"], locker["state"]?.string == "running", locker["covers_screen"]?.bool == false {
+                    return (false, "the locker runs but does NOT cover the screen (it does not hold the keyboard)")
+                }
+                return (true, "`\(running)`, set by \(file)")
             case "inhibit-from":
                 if secureByPolicy { return (true, "\(file) sets secure: nothing holds the lock off") }
                 guard let allowed = try? Policy.inhibitorSources(r.value) else { return (false, "'\(r.value)' is not a list of sources") }
@@ -250,13 +266,24 @@ public struct GuardCheckReport: Equatable, Sendable {
 }
 
 extension PolicyCheck {
+    /// The running locker is the profile's: the same words, or the same with its program
+    /// found in the system's directories (`/usr/bin/i3lock -n` for `i3lock -n`).
+    static func sameLocker(running: String, written: String) -> Bool {
+        if running == written { return true }
+        guard let program = ShellCommand.firstWord(of: running), let word = ShellCommand.firstWord(of: written),
+              !word.contains("/"), program.hasSuffix("/" + word) else { return false }
+        let rest = { (command: String, first: String) in command.drop { $0 == " " || $0 == "\t" }.dropFirst(first.count) }
+        return rest(running, program) == rest(written, word)
+    }
+
     /// Said under a check that asked the agent's own socket.
     public static let userCheckNote = "note: this check asked the agent's own socket, which its user controls; only root's `xidlelock doctor --policy` (through xidlelock-guard.service) speaks for the guard"
 
     /// Holds every session the guard reports (`sessions`; nil with `problem` when the guard
     /// did not answer) against the profile: each must be guarded by a verified agent, and
     /// that agent's status must meet every requirement.
-    public static func check(_ profile: [ReportedSetting], path: String, guardReport: JSONValue?, problem: String? = nil) -> GuardCheckReport {
+    public static func check(_ profile: [ReportedSetting], path: String, guardReport: JSONValue?, problem: String? = nil,
+                             ownership: @escaping ProgramOwnership) -> GuardCheckReport {
         guard let guardReport, case .array(let sessions)? = guardReport["sessions"] else {
             return GuardCheckReport(profile: path, sessions: [], problem: problem ?? "the guard sent no sessions")
         }
@@ -272,7 +299,8 @@ extension PolicyCheck {
                 detail: guarded ? "agent pid \(agent?["pid"]?.integer ?? 0) verified by the guard (\(agent?["executable"]?.string ?? "?"))"
                                 : "NOT guarded: \(why)" + (lastAction.map { "; the guard \($0)" } ?? ""))
             let status = guarded ? session["agent_status"].flatMap { $0 == .null ? nil : $0 } : nil
-            var report = check(profile, path: path, status: status, agentProblem: guarded ? "the agent reported no status" : "no verified agent")
+            var report = check(profile, path: path, status: status, agentProblem: guarded ? "the agent reported no status" : "no verified agent",
+                               ownership: ownership)
             report.requirements.insert(guardLine, at: 0)
             return (id, user, report)
         }, problem: nil)

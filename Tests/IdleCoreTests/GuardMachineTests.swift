@@ -278,13 +278,13 @@ struct GuardMachineTests {
             ("settings", .array([.object([("name", .string("secure")), ("value", .string("yes"))])])),
             ("policy", .object([("file", .string("/etc/xidlelock/policy")), ("settings", .array([.object([("name", .string("secure")), ("value", .string(""))])])), ("errors", .array([]))])),
         ])
-        let met = PolicyCheck.check(profile, path: "p", guardReport: s.machine.report(now: s.now, policyFile: "/etc/xidlelock/policy", statuses: ["c2": status]))
+        let met = PolicyCheck.check(profile, path: "p", guardReport: s.machine.report(now: s.now, policyFile: "/etc/xidlelock/policy", statuses: ["c2": status]), ownership: PolicyCheckTests.anyOwner)
         #expect(met.met, "\(met.text)")
         s.send(.agentLost(session: "c2", loss: .ended))
-        let unmet = PolicyCheck.check(profile, path: "p", guardReport: s.machine.report(now: s.now, policyFile: "/etc/xidlelock/policy", statuses: ["c2": status]))
+        let unmet = PolicyCheck.check(profile, path: "p", guardReport: s.machine.report(now: s.now, policyFile: "/etc/xidlelock/policy", statuses: ["c2": status]), ownership: PolicyCheckTests.anyOwner)
         #expect(!unmet.met)
         #expect(unmet.text.contains("NOT MET  guard: NOT guarded: the agent ended"), "\(unmet.text)")
-        let noGuard = PolicyCheck.check(profile, path: "p", guardReport: nil, problem: "the guard does not answer")
+        let noGuard = PolicyCheck.check(profile, path: "p", guardReport: nil, problem: "the guard does not answer", ownership: PolicyCheckTests.anyOwner)
         #expect(!noGuard.met)
     }
 }

@@ -18,14 +18,17 @@ struct PolicyCheckTests {
 
     /// The status of an agent started with `flags` under the admin's policy `policy`
     /// (nil: none), as the agent reports it.
-    static func status(_ flags: [String], policy: String?, extra: [(String, JSONValue)] = []) throws -> JSONValue {
+    static func status(_ flags: [String], policy: String?, locker: String = "i3lock -n", extra: [(String, JSONValue)] = []) throws -> JSONValue {
         let sources = ConfigSources(read: { path in
             path == "/etc/xidlelock/policy" ? policy.map(FileContents.text) ?? .missing : .missing
         }, variable: { _ in nil })
         guard case .agent(let options) = try Invocation.parse(flags, sources: sources) else { throw UsageError("not an agent") }
-        let machine = IdleMachine(config: options.config(locker: "i3lock -n"), now: Instant(monotonic: .seconds(10), boottime: .seconds(10)))
+        let machine = IdleMachine(config: options.config(locker: locker), now: Instant(monotonic: .seconds(10), boottime: .seconds(10)))
         return .object(machine.statusFields(at: Instant(monotonic: .seconds(20), boottime: .seconds(20)), lockerPid: nil) + extra)
     }
+
+    /// Every program is the admin's (the edge's file check is not under test here).
+    static let anyOwner: PolicyCheck.ProgramOwnership = { _ in nil }
 
     static func requirements(_ text: String = profile) throws -> [ReportedSetting] {
         try PolicyCheck.requirements(.text(text), path: profilePath)
@@ -36,7 +39,7 @@ struct PolicyCheckTests {
     @Test("an agent whose admin's policy sets each requirement as strictly meets the profile")
     func met() throws {
         let status = try Self.status(["--lock-after", "5m"], policy: "max-lock-after 10m\nsecure\nlock-at-start\n")
-        let report = PolicyCheck.check(try Self.requirements(), path: Self.profilePath, status: status)
+        let report = PolicyCheck.check(try Self.requirements(), path: Self.profilePath, status: status, ownership: Self.anyOwner)
         #expect(unmet(report) == [], "\(report.text)")
         #expect(report.met)
         #expect(report.text.contains("met      max-lock-after 15m: the agent locks after 5m; /etc/xidlelock/policy keeps it at 10m or less"), "\(report.text)")
@@ -44,11 +47,34 @@ struct PolicyCheckTests {
         #expect(report.json["met"] == .bool(true))
     }
 
+    @Test("the profile's locker: the admin's program, by absolute path (found in the system's directories), root's file; a bare name, or a file of the user's, is not met")
+    func lockerIsTheAdmins() throws {
+        let requirements = try Self.requirements("locker i3lock -n\n")
+        let resolved = try Self.status([], policy: "locker i3lock -n\n", locker: "/usr/bin/i3lock -n")
+        let met = PolicyCheck.check(requirements, path: Self.profilePath, status: resolved, ownership: Self.anyOwner)
+        #expect(met.met, "\(met.text)")
+        #expect(met.text.contains("met      locker i3lock -n: `/usr/bin/i3lock -n`, set by /etc/xidlelock/policy"), "\(met.text)")
+
+        let usersFile = PolicyCheck.check(requirements, path: Self.profilePath, status: resolved,
+                                          ownership: { "\($0) is owned by uid 1000, not root" })
+        #expect(usersFile.text.contains("NOT MET  locker i3lock -n: `/usr/bin/i3lock` is not the admin's: /usr/bin/i3lock is owned by uid 1000, not root"),
+                "\(usersFile.text)")
+
+        let bare = PolicyCheck.check(requirements, path: Self.profilePath, status: try Self.status([], policy: "locker i3lock -n\n"),
+                                     ownership: Self.anyOwner)
+        #expect(bare.text.contains("NOT MET  locker i3lock -n: the agent runs `i3lock -n`: `i3lock` is not named by an absolute path"), "\(bare.text)")
+
+        let other = PolicyCheck.check(requirements, path: Self.profilePath,
+                                      status: try Self.status([], policy: "locker i3lock -n\n", locker: "/home/u/bin/i3lock -n -c 000000"),
+                                      ownership: Self.anyOwner)
+        #expect(!other.met, "\(other.text)")
+    }
+
     @Test("each requirement the agent does not meet is named with why")
     func notMet() throws {
         // The user's own flags meet some of it, but nothing stops the user undoing them.
         let status = try Self.status(["--lock-after", "30m", "--secure", "--lock-at-start"], policy: "inhibit-from dbus, audio\n")
-        let report = PolicyCheck.check(try Self.requirements(), path: Self.profilePath, status: status)
+        let report = PolicyCheck.check(try Self.requirements(), path: Self.profilePath, status: status, ownership: Self.anyOwner)
         #expect(!report.met)
         #expect(unmet(report) == ["max-lock-after 15m", "secure", "lock-at-start", "inhibit-from none", "max-inhibit 1h"], "\(report.text)")
         let details = Dictionary(uniqueKeysWithValues: report.requirements.map { ($0.requirement, $0.detail) })
@@ -61,10 +87,10 @@ struct PolicyCheckTests {
     @Test("a lock time within the limit is not enough: the policy must keep the user from raising it")
     func lockTimeNotLocked() throws {
         let status = try Self.status(["--lock-after", "5m"], policy: "max-lock-after 1h\nsecure\n")
-        let report = PolicyCheck.check(try Self.requirements("max-lock-after 15m\n"), path: Self.profilePath, status: status)
+        let report = PolicyCheck.check(try Self.requirements("max-lock-after 15m\n"), path: Self.profilePath, status: status, ownership: Self.anyOwner)
         #expect(report.requirements.last?.detail == "the agent locks after 5m, but /etc/xidlelock/policy lets the user set up to 1h, above 15m")
         let none = try Self.status(["--lock-after", "5m"], policy: nil)
-        let without = PolicyCheck.check(try Self.requirements("max-lock-after 15m\n"), path: Self.profilePath, status: none)
+        let without = PolicyCheck.check(try Self.requirements("max-lock-after 15m\n"), path: Self.profilePath, status: none, ownership: Self.anyOwner)
         #expect(unmet(without) == ["policy", "max-lock-after 15m"], "\(without.text)")
     }
 
@@ -76,7 +102,7 @@ struct PolicyCheckTests {
         func detail(_ card: JSONValue?, policy: String = "secure\nlock-on-card-removal\n") throws -> String? {
             guard case .object(let members) = try Self.status([], policy: policy) else { return nil }
             let status = JSONValue.object(members.filter { $0.0 != "card" } + (card.map { [("card", $0)] } ?? []))
-            let report = PolicyCheck.check(requirements, path: Self.profilePath, status: status)
+            let report = PolicyCheck.check(requirements, path: Self.profilePath, status: status, ownership: Self.anyOwner)
             return report.requirements.last.map { ($0.met ? "met: " : "") + $0.detail }
         }
         #expect(try detail(nil) == "this agent has no card removal (lock-on-card-removal): it does not lock when the smart card is removed")
@@ -90,7 +116,7 @@ struct PolicyCheckTests {
     @Test("no agent: every requirement is not met, the first says why")
     func noAgent() throws {
         let report = PolicyCheck.check(try Self.requirements(), path: Self.profilePath, status: nil,
-                                       agentProblem: "no agent answers at /run/user/1000/xidlelock/0.sock")
+                                       agentProblem: "no agent answers at /run/user/1000/xidlelock/0.sock", ownership: Self.anyOwner)
         #expect(!report.met)
         #expect(report.requirements.first?.detail == "no agent answers at /run/user/1000/xidlelock/0.sock: nothing can be checked")
         #expect(report.requirements.allSatisfy { !$0.met })
@@ -99,7 +125,7 @@ struct PolicyCheckTests {
     @Test("the agent's policy with a line it could not read is not met (it runs secure by accident)")
     func brokenPolicy() throws {
         let status = try Self.status([], policy: "max-lock-after 10m\nlock-after-max 5m\n")
-        let report = PolicyCheck.check(try Self.requirements("max-lock-after 15m\n"), path: Self.profilePath, status: status)
+        let report = PolicyCheck.check(try Self.requirements("max-lock-after 15m\n"), path: Self.profilePath, status: status, ownership: Self.anyOwner)
         #expect(unmet(report) == ["policy"], "\(report.text)")
         #expect(report.requirements[1].detail.contains("/etc/xidlelock/policy:2: unknown setting 'lock-after-max'"), "\(report.text)")
     }

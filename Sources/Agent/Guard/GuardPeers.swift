@@ -156,7 +156,7 @@ struct PeerCheck {
     static let guardExecutable: (path: String, device: UInt64, inode: UInt64)? = {
         var info = stat()
         guard stat("/proc/self/exe", &info) == 0 else { return nil }
-        return (linkTarget("/proc/self/exe") ?? "", UInt64(info.st_dev), UInt64(info.st_ino))
+        return (FileIO.linkTarget("/proc/self/exe") ?? "", UInt64(info.st_dev), UInt64(info.st_ino))
     }()
 
     /// The peer's executable, if it is the installed, root-owned xidlelock: the guard's
@@ -164,7 +164,7 @@ struct PeerCheck {
     /// that no one else may write at the same path.
     static func installedExecutable(of pid: pid_t) -> Result<String, Refusal> {
         var info = stat()
-        guard stat("/proc/\(pid)/exe", &info) == 0, let path = linkTarget("/proc/\(pid)/exe") else {
+        guard stat("/proc/\(pid)/exe", &info) == 0, let path = FileIO.linkTarget("/proc/\(pid)/exe") else {
             return .failure(Refusal(reason: "its executable cannot be read (\(String(cString: strerror(errno))))"))
         }
         guard let mine = guardExecutable else { return .failure(Refusal(reason: "the guard cannot read its own executable")) }
@@ -198,13 +198,6 @@ struct PeerCheck {
 
     static func withoutDeleted(_ path: String) -> String {
         path.hasSuffix(" (deleted)") ? String(path.dropLast(" (deleted)".count)) : path
-    }
-
-    static func linkTarget(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: 4097)
-        let n = readlink(path, &buffer, 4096)
-        guard n > 0 else { return nil }
-        return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Who traces `pid` (its TracerPid), in words.

@@ -86,6 +86,14 @@ enum FileIO {
         return names
     }
 
+    /// Where a symbolic link points (/proc/PID/exe), or nil.
+    static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink(path, &buffer, 4096)
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// Reads up to `limit` bytes of a small file (a /proc entry, a record), or nil.
     static func readSmallFile(_ path: String, limit: Int = 4096, flags: Int32 = 0) -> [UInt8]? {
         guard let fd = try? Syscall.call("open", { open(path, O_RDONLY | O_CLOEXEC | flags) }) else { return nil }

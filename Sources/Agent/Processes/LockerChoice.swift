@@ -34,16 +34,33 @@ enum LockerChoice {
     /// user's PATH (a `~/bin/i3lock` first in it must not stand in for the admin's).
     static let systemPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-    /// The policy's locker with its program named by absolute path, found in
-    /// `systemPath`, and that path (nil when the command starts with no program, a
-    /// shell construct: its shell then searches the system's PATH alone).
-    static func resolvedPolicyLocker(_ command: String) throws(AgentError) -> (command: String, program: String?) {
-        guard let word = ShellCommand.firstWord(of: command) else { return (command, nil) }
+    /// The admin's locker, as the agent runs it under the policy: nothing of the
+    /// user's decides which program it is or what it sees.
+    struct PolicyLocker {
+        /// The policy's command, its program named by absolute path.
+        var command: String
+        /// What a running locker of this command executes (/proc/PID/exe): the program,
+        /// or the shell for a command that starts with a shell construct.
+        var executable: String
+        /// The session's, never the user's (`SessionUser.lockerEnvironment`).
+        var environment: [String]?
+    }
+
+    /// The policy's locker with its program found in `systemPath` (a command that
+    /// starts with a shell construct keeps its words: its shell then searches the
+    /// system's PATH alone), and the clean environment it runs with.
+    static func policyLocker(_ command: String, display: String?, sessionID: String?) throws(AgentError) -> PolicyLocker {
+        let environment = SessionUser(uid: getuid())?.lockerEnvironment(
+            display: display ?? "", sessionID: sessionID, xauthority: getenv("XAUTHORITY").map { String(cString: $0) },
+            lang: getenv("LANG").map { String(cString: $0) })
+        guard let word = ShellCommand.firstWord(of: command) else {
+            return PolicyLocker(command: command, executable: "/bin/sh", environment: environment)
+        }
         guard let program = findProgram(word, path: systemPath), program.hasPrefix("/") else {
             throw .unavailable("the policy's locker: '\(word)' was not found in the system's directories (\(systemPath)), so the screen could never be locked")
         }
         let rest = command.drop { $0 == " " || $0 == "\t" }.dropFirst(word.count)
-        return (program + rest, program)
+        return PolicyLocker(command: program + rest, executable: program, environment: environment)
     }
 
     static func findProgram(_ name: String, path: String?) -> String? {

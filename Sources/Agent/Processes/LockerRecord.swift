@@ -62,7 +62,10 @@ final class LockerRecord {
 
     /// The recorded locker, if it still runs, is this user's, and locks this X
     /// server: its pid and a pidfd that becomes readable when it ends.
-    func adopt() -> (pid: pid_t, pidfd: Int32)? {
+    /// `executable`: under a policy, what the recorded process must run (the policy's
+    /// locker), in this agent's session: a process of the user's planted in the
+    /// record is not taken for the lock.
+    func adopt(executable: String? = nil) -> (pid: pid_t, pidfd: Int32)? {
         var buffer = [UInt8](repeating: 0, count: 256)
         let n = pread(fd, &buffer, 255, 0)
         let words = n > 0 ? String(decoding: buffer[..<n], as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }) : []
@@ -86,6 +89,23 @@ final class LockerRecord {
             Log.write(.warning, "the recorded locker (pid \(pid)) locked an earlier X server on this display: not adopted")
             clear()
             return nil
+        }
+        if let executable {
+            var runs = stat()
+            var expected = stat()
+            guard stat("/proc/\(pid)/exe", &runs) == 0, stat(executable, &expected) == 0,
+                  runs.st_dev == expected.st_dev, runs.st_ino == expected.st_ino else {
+                let actual = FileIO.linkTarget("/proc/\(pid)/exe") ?? "?"
+                Log.write(.error, "the locker record names pid \(pid), which runs \(actual), not the policy's locker \(executable): not adopted")
+                clear()
+                return nil
+            }
+            let session = { (pid: String) in FileIO.readSmallFile("/proc/\(pid)/sessionid").map { String(decoding: $0, as: UTF8.self) } }
+            guard session("\(pid)") == session("self") else {
+                Log.write(.error, "the locker record names pid \(pid), which belongs to another session: not adopted")
+                clear()
+                return nil
+            }
         }
         let pidfd = xil_pidfd_open(pid)
         guard pidfd >= 0 else {
