@@ -209,7 +209,7 @@ public final class Agent {
             children.adoptedLocker = adopted.pid
             Log.write(.info, "found the locker of an earlier agent running (pid \(adopted.pid))")
             perform(.lockerAdopted)
-            perform(.lockerFact(.keyboard(probeKeyboard())))
+            perform(.lockerFact(.grabs(probeGrabs())))
         }
         x.listen(true)
         perform(.start(serverIdle: x.idleTime() ?? .zero, awaiting: awaiting))
@@ -385,8 +385,8 @@ public final class Agent {
                     let line = announcement.json.text
                     for client in control.connections where client.subscribed { client.send(line) }
                     desktop?.announce(announcement)
-                case .probeKeyboard:
-                    queue.append(.lockerFact(.keyboard(probeKeyboard())))
+                case .probeGrabs:
+                    queue.append(.lockerFact(.grabs(probeGrabs())))
                 case .checkPointerCorner:
                     queue.append(.pointerRests(pointerRest()))
                 case .releaseSleepDelay, .setLockedHint, .setIdleHint:
@@ -436,7 +436,7 @@ public final class Agent {
             children.adoptedLocker = pid
             Log.write(.info, "adopting the guard's locker (pid \(pid))")
             perform(.lockerAdopted)
-            perform(.lockerFact(.keyboard(probeKeyboard())))
+            perform(.lockerFact(.grabs(probeGrabs())))
         case .lockerEnded(let pid, let exitStatus, let signal):
             guard let adopted = guardLocker, adopted.pid == pid else { return }
             endGuardLocker()
@@ -462,8 +462,8 @@ public final class Agent {
 
     /// The grab probe, with the locker's processes (none before its start) whose
     /// windows prove a grab the locker's.
-    private func probeKeyboard() -> KeyboardReading {
-        x.probeKeyboard(lockerProcesses: children.lockerPid.map { ProcessTree.members(from: $0) })
+    private func probeGrabs() -> GrabReading {
+        x.probeGrabs(lockerProcesses: children.lockerPid.map { ProcessTree.members(from: $0) })
     }
 
     /// A client's request or a source's report: the idle time is brought up to date

@@ -116,7 +116,10 @@ public enum DoctorCommand {
         // The grab probe means nothing while a locker runs (it may be its grab); while
         // none runs (none started, or the last failed) a grab is another program's.
         let lockerRuns = facts.status?["locker"]?["state"]?.string == "running"
-        if let x, !lockerRuns { facts.keyboardGrabbedByOther = x.keyboardGrabbedByOther() }
+        if let x, !lockerRuns {
+            facts.keyboardGrabbedByOther = x.grabbedByOther(.keyboard)
+            facts.pointerGrabbedByOther = x.grabbedByOther(.pointer)
+        }
         return facts
     }
 }

@@ -44,6 +44,10 @@
     F(X11, int, XGrabKeyboard, (Display *d, Window w, Bool ownerEvents, int pointerMode, int keyboardMode, Time time), \
       (d, w, ownerEvents, pointerMode, keyboardMode, time)) \
     F(X11, int, XUngrabKeyboard, (Display *d, Time time), (d, time)) \
+    F(X11, int, XGrabPointer, (Display *d, Window w, Bool ownerEvents, unsigned int eventMask, int pointerMode, \
+      int keyboardMode, Window confineTo, Cursor cursor, Time time), \
+      (d, w, ownerEvents, eventMask, pointerMode, keyboardMode, confineTo, cursor, time)) \
+    F(X11, int, XUngrabPointer, (Display *d, Time time), (d, time)) \
     F(X11, Bool, XQueryPointer, (Display *d, Window w, Window *root, Window *child, int *rootX, int *rootY, \
       int *winX, int *winY, unsigned int *mask), (d, w, root, child, rootX, rootY, winX, winY, mask)) \
     F(X11, int, XGetScreenSaver, (Display *d, int *timeout, int *interval, int *preferBlanking, int *allowExposures), \

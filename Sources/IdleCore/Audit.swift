@@ -58,15 +58,19 @@ public struct AuditRecord: Equatable, Sendable {
             return AuditRecord(event: "locker-failure", priority: 3,
                                message: "the locker \(reason): the screen may NOT be locked; starting it again in \(retryIn)",
                                fields: [("XIDLELOCK_FAILURE", kind), ("XIDLELOCK_REASON", reason), ("XIDLELOCK_RETRY_MS", ms(retryIn))])
-        case .lockerNotCovering(let runningFor):
+        case .lockerNotCovering(let runningFor, false):
             return AuditRecord(event: "locker-failure", priority: 3,
                                message: "the locker has run for \(runningFor) without grabbing the keyboard: the screen may NOT be covered",
                                fields: [("XIDLELOCK_FAILURE", "not-covering"), ("XIDLELOCK_RUNNING_MS", ms(runningFor))])
-        case .keyboardHeldByOther(let beforeStart):
+        case .lockerNotCovering(let runningFor, true):
             return AuditRecord(event: "locker-failure", priority: 3,
-                               message: "another client holds the keyboard" + (beforeStart ? " (since before the locker started)" : " (no window of the locker shows)")
+                               message: "the locker let go of the keyboard (running for \(runningFor)): the screen may NOT be covered",
+                               fields: [("XIDLELOCK_FAILURE", "let-go"), ("XIDLELOCK_RUNNING_MS", ms(runningFor))])
+        case .grabHeldByOther(let device, let beforeStart):
+            return AuditRecord(event: "locker-failure", priority: 3,
+                               message: "another client holds the \(device.rawValue)" + (beforeStart ? " (since before the locker started)" : " (no window of the locker shows)")
                                    + ": the locker cannot cover the screen, which may NOT be locked",
-                               fields: [("XIDLELOCK_FAILURE", "keyboard-held-by-other"), ("XIDLELOCK_HELD_BEFORE_START", beforeStart ? "1" : "0")])
+                               fields: [("XIDLELOCK_FAILURE", "\(device.rawValue)-held-by-other"), ("XIDLELOCK_HELD_BEFORE_START", beforeStart ? "1" : "0")])
         case .inhibited(let i):
             return AuditRecord(event: "inhibit", priority: 5,
                                message: "inhibited by \(i.who) (\(i.source.rawValue))" + (i.why.isEmpty ? "" : ": \(i.why)"),

@@ -102,10 +102,10 @@ extension Announcement {
                         ("attempt", .number(Double(attempt)))]
         case .locked(let idle, let requested):
             members += [("event", .string("locked")), ("idle_ms", ms(idle)), ("requested", .bool(requested))]
-        case .lockerNotCovering(let runningFor):
-            members += [("event", .string("locker-not-covering")), ("running_ms", ms(runningFor))]
-        case .keyboardHeldByOther(let beforeStart):
-            members += [("event", .string("keyboard-held-by-other")), ("covers_screen", .bool(false)),
+        case .lockerNotCovering(let runningFor, let letGo):
+            members += [("event", .string("locker-not-covering")), ("running_ms", ms(runningFor)), ("let_go", .bool(letGo))]
+        case .grabHeldByOther(let device, let beforeStart):
+            members += [("event", .string("\(device.rawValue)-held-by-other")), ("covers_screen", .bool(false)),
                         ("held_before_start", .bool(beforeStart))]
         case .lockerFailed(let kind, let reason, let retryIn):
             members += [("event", .string("locker-failed")), ("kind", .string(kind)), ("reason", .string(reason)),

@@ -43,6 +43,8 @@ public struct DoctorFacts: Sendable {
     public var lockerPath: String?
     /// Whether another client holds the keyboard grab now (nil: not asked, as while locked).
     public var keyboardGrabbedByOther: Bool?
+    /// The same for the pointer grab (i3lock and slock need both).
+    public var pointerGrabbedByOther: Bool?
     /// Why the grab probe cannot tell the locker's grab from another client's (no
     /// X-Resource extension, no libXRes); nil when it can.
     public var grabOwnersUnknown: String?
@@ -156,15 +158,19 @@ public enum Doctor {
         findings += lockerFindings(facts)
         // The agent's own word (its locker could not cover the screen because of it) or
         // doctor's probe while no locker runs.
-        let heldDuringLock = status?["locker"]?["keyboard_held_by_other"]?.bool == true
-        if heldDuringLock || facts.keyboardGrabbedByOther == true {
-            let now = heldDuringLock
-                ? "the locker cannot grab it, so the screen may NOT be locked now (the agent keeps retrying)"
-                : "a locker cannot grab it now, so a lock would fail (and be retried)"
-            findings.append(DoctorFinding("keyboard", .problem, "another program holds the keyboard grab: \(now)",
-                                          fix: "close the menu, game or screenshot tool that holds it; a stuck grab is released by ending its program"))
-        } else if facts.keyboardGrabbedByOther == false {
-            findings.append(DoctorFinding("keyboard", .ok, "free: a locker can grab it"))
+        for device in GrabbedDevice.allCases {
+            let heldDuringLock = status?["locker"]?["\(device.rawValue)_held_by_other"]?.bool == true
+            let heldNow = device == .keyboard ? facts.keyboardGrabbedByOther : facts.pointerGrabbedByOther
+            if heldDuringLock || heldNow == true {
+                let now = heldDuringLock
+                    ? "the locker cannot grab it, so the screen may NOT be locked now (the agent keeps retrying)"
+                    : "a locker cannot grab it now, so a lock would fail (and be retried)"
+                let holders = device == .keyboard ? "the menu, game or screenshot tool" : "the drag, menu, game or screenshot tool"
+                findings.append(DoctorFinding(device.rawValue, .problem, "another program holds the \(device.rawValue) grab: \(now)",
+                                              fix: "close \(holders) that holds it; a stuck grab is released by ending its program"))
+            } else if heldNow == false {
+                findings.append(DoctorFinding(device.rawValue, .ok, "free: a locker can grab it"))
+            }
         }
         if let reason = facts.grabOwnersUnknown {
             findings.append(DoctorFinding("keyboard", .warning,
@@ -216,16 +222,21 @@ public enum Doctor {
         var findings: [DoctorFinding] = []
         func duration(_ value: JSONValue?) -> String? { value?.integer.map { Millis($0).description } }
         if let locker = status["locker"], locker != .null {
-            if locker["keyboard_held_by_other"]?.bool == true {
-                // Not the locker's fault: the keyboard finding says what to do.
+            let heldByOther = GrabbedDevice.allCases.filter { locker["\($0.rawValue)_held_by_other"]?.bool == true }
+            if !heldByOther.isEmpty {
+                // Not the locker's fault: the keyboard or pointer finding says what to do.
+                let held = GrabbedDevice.phrase(heldByOther)
                 let running = locker["state"]?.string == "failing"
-                    ? "failing while another program holds the keyboard; next try in \(duration(locker["next_try_in_ms"]) ?? "?")"
-                    : "runs, but another program holds the keyboard: the screen may be visible"
+                    ? "failing while another program holds \(held); next try in \(duration(locker["next_try_in_ms"]) ?? "?")"
+                    : "runs, but another program holds \(held): the screen may be visible"
                 findings.append(DoctorFinding("locker", .problem, running))
             } else if locker["state"]?.string == "failing" {
                 let reason = status["last_locker_failure"]?["reason"]?.string ?? "?"
                 findings.append(DoctorFinding("locker", .problem, "failing: the locker \(reason); next try in \(duration(locker["next_try_in_ms"]) ?? "?")",
                                               fix: "run the locker command by hand in this session to see its error"))
+            } else if locker["let_go"]?.bool == true {
+                findings.append(DoctorFinding("locker", .problem, "held the keyboard, then let go of it while it runs: the screen may be visible",
+                                              fix: "unlock it (its exit 0 ends the lock) and look in its own log for why it lost the grab"))
             } else if locker["covers_screen"]?.bool == false {
                 findings.append(DoctorFinding("locker", .problem, "runs but was never seen to grab the keyboard: the screen may be visible",
                                               fix: "use a locker that grabs the keyboard and stays running (i3lock -n, not i3lock)"))

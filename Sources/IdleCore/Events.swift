@@ -138,11 +138,13 @@ public enum Announcement: Equatable, Sendable {
     case locking(idle: Millis, requested: Bool, attempt: Int)
     /// The locker holds the screen (its keyboard grab was seen).
     case locked(idle: Millis, requested: Bool)
-    /// The locker runs but was never seen to grab the keyboard: the screen may be visible.
-    case lockerNotCovering(runningFor: Millis)
-    /// Another client holds the keyboard, so the locker cannot cover the screen (it held
-    /// it before the locker started, or no window of the locker shows): the screen may be visible.
-    case keyboardHeldByOther(beforeStart: Bool)
+    /// The locker runs but was never seen to grab the keyboard, or (`letGo`) let go of
+    /// it after holding it: the screen may be visible.
+    case lockerNotCovering(runningFor: Millis, letGo: Bool = false)
+    /// Another client holds the keyboard or the pointer, so the locker cannot cover the
+    /// screen (it held it before the locker started, or, the keyboard, no window of the
+    /// locker shows): the screen may be visible.
+    case grabHeldByOther(GrabbedDevice, beforeStart: Bool)
     case lockerFailed(kind: String, reason: String, retryIn: Millis)
     case unlocked(lockedFor: Millis)
     case activityResumed(idleBefore: Millis)
@@ -237,9 +239,9 @@ public enum Action: Equatable, Sendable {
     /// Tell event subscribers.
     case announce(Announcement)
     /// Ask the X server whether another client holds the keyboard grab (the
-    /// locker covering the screen); the answer comes back as
-    /// `.lockerFact(.keyboard(_))` at once.
-    case probeKeyboard
+    /// locker covering the screen) and the pointer grab; the answer comes back as
+    /// `.lockerFact(.grabs(_))` at once.
+    case probeGrabs
     /// Let the system sleep: close the logind delay inhibitor.
     case releaseSleepDelay
     /// Tell logind whether the screen is locked (the session's LockedHint).

@@ -73,19 +73,22 @@ public enum HumanText {
         guard let locker = reply["locker"], locker != .null else {
             return reply["locker_pid"]?.integer.map { "running, pid \($0)" } ?? "not running"
         }
-        let heldByOther = locker["keyboard_held_by_other"]?.bool == true
+        let heldByOther = GrabbedDevice.allCases.filter { locker["\($0.rawValue)_held_by_other"]?.bool == true }
+        let held = GrabbedDevice.phrase(heldByOther)
         if locker["state"]?.string == "failing" {
             let reason = reply["last_locker_failure"]?["reason"]?.string.map { ClientText.sanitized($0, maxBytes: 400) } ?? "?"
             let next = locker["next_try_in_ms"]?.integer.map { Millis($0).description } ?? "?"
-            let cause = heldByOther ? "; another client holds the keyboard, so the locker cannot grab it" : ""
+            let cause = heldByOther.isEmpty ? "" : "; another client holds \(held), so the locker cannot grab it"
             return "FAILING: the screen may NOT be locked; last failure: the locker \(reason)\(cause); next try in \(next)"
         }
         let pid = locker["pid"]?.integer.map { "pid \($0)" } ?? "pid ?"
-        if heldByOther {
-            return "running, \(pid), NOT covering the screen: another client holds the keyboard, the screen may NOT be locked"
+        if !heldByOther.isEmpty {
+            return "running, \(pid), NOT covering the screen: another client holds \(held), the screen may NOT be locked"
         }
         switch locker["covers_screen"] {
         case .bool(true)?: return "running, \(pid), holds the screen"
+        case .bool(false)? where locker["let_go"]?.bool == true:
+            return "running, \(pid), NOT covering the screen (it let go of the keyboard), the screen may NOT be locked"
         case .bool(false)?: return "running, \(pid), NOT covering the screen (it never grabbed the keyboard)"
         default: return "running, \(pid), starting"
         }
@@ -97,9 +100,11 @@ public enum HumanText {
         case "stage": return "stage \(event["stage"]?.string ?? "?") (idle \(d("idle_ms")))"
         case "locking": return "locking (attempt \(event["attempt"]?.integer ?? 1), idle \(d("idle_ms")))"
         case "locked": return event["requested"]?.bool == true ? "locked on request" : "locked (idle \(d("idle_ms")))"
-        case "locker-not-covering": return "the locker does NOT cover the screen (running \(d("running_ms")))"
-        case "keyboard-held-by-other":
-            return "another client holds the keyboard" + (event["held_before_start"]?.bool == true ? " since before the locker started" : "")
+        case "locker-not-covering":
+            return "the locker does NOT cover the screen" + (event["let_go"]?.bool == true ? ": it let go of the keyboard" : "") + " (running \(d("running_ms")))"
+        case "keyboard-held-by-other", "pointer-held-by-other":
+            let device = event["event"]?.string?.split(separator: "-").first.map(String.init) ?? "?"
+            return "another client holds the \(device)" + (event["held_before_start"]?.bool == true ? " since before the locker started" : "")
                 + ": the screen may NOT be covered"
         case "sleeping": return event["covered"]?.bool == true ? "sleeping (locked)" : "sleeping (the screen may NOT be locked)"
         case "resumed": return "resumed"

@@ -536,7 +536,7 @@ public struct IdleMachine: Sendable {
         out.append(.log(.info, "locking \(why)\(retry)"))
         // The keyboard is looked at before the locker starts (the edge carries actions
         // out in order): a grab then is another client's, and never the locker's proof.
-        out.append(.probeKeyboard)
+        out.append(.probeGrabs)
         out.append(.run(.locker, command: stage.command, environment: environment("lock", stage, now)))
         out.append(.announce(.locking(idle: idle(at: now), requested: lockRequested, attempt: attempt)))
     }
@@ -548,7 +548,7 @@ public struct IdleMachine: Sendable {
 
     mutating func probe(_ now: Instant, _ out: inout [Action]) {
         supervisor.probed(at: now)
-        out.append(.probeKeyboard)
+        out.append(.probeGrabs)
     }
 
     mutating func processEnded(_ role: ProcessRole, _ end: ProcessEnd, _ now: Instant, _ out: inout [Action]) {
@@ -583,17 +583,25 @@ public struct IdleMachine: Sendable {
             // It cannot be replaced while it runs (never a second locker); say so loudly.
             out.append(.log(.error, "the locker has run for \(supervisor.grabDeadline) without grabbing the keyboard: the screen may NOT be covered (left running; its exit 0 will count as an unlock)"))
             out.append(.announce(.lockerNotCovering(runningFor: supervisor.grabDeadline)))
-        case .keyboardHeldByOther(let beforeStart):
+        case .letGo(let heldFor, let runningFor):
+            // As one that never grabbed (it cannot be replaced while it runs), but the
+            // screen was said locked until now: logind and subscribers hear otherwise.
+            out.append(.log(.error, "the locker let go of the keyboard after holding it for \(heldFor): the screen may NOT be covered (left running; its exit 0 will count as an unlock)"))
+            out.append(.announce(.lockerNotCovering(runningFor: runningFor, letGo: true)))
+            tellLockedHint(false, &out)
+        case .grabHeldByOther(let devices, let beforeStart):
             // Said for each attempt: the retries back off to once a minute.
-            let how = beforeStart ? "it held the keyboard when the locker started"
+            let held = GrabbedDevice.phrase(devices)
+            let how = beforeStart ? "held when the locker started"
                 : "the keyboard stayed grabbed for \(supervisor.grabDeadline) while no window of the locker showed"
-            out.append(.log(.error, "another client holds the keyboard (\(how)): the locker cannot cover the screen, which may NOT be locked; close the menu, game or tool that holds it"))
-            out.append(.announce(.keyboardHeldByOther(beforeStart: beforeStart)))
+            out.append(.log(.error, "another client holds \(held) (\(how)): the locker cannot cover the screen, which may NOT be locked; close the menu, game or tool that holds it"))
+            for device in devices { out.append(.announce(.grabHeldByOther(device, beforeStart: beforeStart))) }
             tellLockedHint(false, &out)
         case .failed(let failure, let retryAt, _):
             let delay = retryAt - now.boottime
             // The failure named with its likely cause: the locker could not grab what another client holds.
-            let reason = failure.description + (supervisor.keyboardHeldByOther ? " (another client holds the keyboard)" : "")
+            let held = supervisor.heldByOther
+            let reason = failure.description + (held.isEmpty ? "" : " (another client holds \(GrabbedDevice.phrase(held.sorted())))")
             out.append(.log(.error, "the locker \(reason): the screen may NOT be locked; starting it again \(delay <= .zero ? "now" : "in \(delay)")"))
             out.append(.announce(.lockerFailed(kind: failure.kind, reason: reason, retryIn: delay)))
             tellLockedHint(false, &out)

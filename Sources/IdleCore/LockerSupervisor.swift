@@ -13,23 +13,41 @@ public enum LockerFact: Equatable, Sendable {
     /// A locker started by an earlier agent still runs and was adopted.
     case adopted
     /// The grab probe's answer.
-    case keyboard(KeyboardReading)
+    case grabs(GrabReading)
 
     /// The grab probe's answer while the locker runs, when X cannot tell whose grab it is.
     public static func keyboardGrabbed(_ grabbed: Bool?) -> LockerFact {
-        .keyboard(KeyboardReading(grabbed: grabbed))
+        .grabs(GrabReading(grabbed: grabbed))
     }
 }
 
-/// What the grab probe saw. X tells whether some client holds the keyboard grab, never
-/// which one: the probe's own `XGrabKeyboard` answers `AlreadyGrabbed` for any client's
-/// grab. What the edge can add is whether one of the locker's windows shows (the
-/// X-Resource extension tells the pid of each window's client), and whether a locker
-/// process ran at all when it looked (a grab before the locker started is another's).
-public struct KeyboardReading: Equatable, Sendable {
+/// A device a locker grabs. The keyboard grab is the locker's proof; i3lock and slock
+/// grab the pointer too, and cannot lock while another client holds either.
+public enum GrabbedDevice: String, CaseIterable, Comparable, Sendable {
+    case keyboard, pointer
+
+    public static func < (a: GrabbedDevice, b: GrabbedDevice) -> Bool {
+        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+    }
+
+    /// "the keyboard", "the pointer", "the keyboard and the pointer".
+    public static func phrase(_ devices: [GrabbedDevice]) -> String {
+        devices.sorted().map { "the \($0.rawValue)" }.joined(separator: " and ")
+    }
+}
+
+/// What the grab probe saw. X tells whether some client holds the keyboard or the
+/// pointer grab, never which one: the probe's own `XGrabKeyboard` and `XGrabPointer`
+/// answer `AlreadyGrabbed` for any client's grab. What the edge can add is whether one
+/// of the locker's windows shows (the X-Resource extension tells the pid of each
+/// window's client), and whether a locker process ran at all when it looked (a grab
+/// before the locker started is another's).
+public struct GrabReading: Equatable, Sendable {
     /// Another client holds the keyboard grab (true), the keyboard is free (false), or
     /// the probe could not be made (nil).
     public var grabbed: Bool?
+    /// The same for the pointer grab.
+    public var pointerGrabbed: Bool?
     /// Whether a locker process ran when the keyboard was read. The reading made just
     /// before a start has none: a grab it sees is another client's.
     public var lockerRuns: Bool
@@ -38,10 +56,20 @@ public struct KeyboardReading: Equatable, Sendable {
     /// libXRes missing) or it was not asked (the keyboard was free).
     public var lockerWindowShown: Bool?
 
-    public init(grabbed: Bool?, lockerRuns: Bool = true, lockerWindowShown: Bool? = nil) {
+    public init(grabbed: Bool?, pointerGrabbed: Bool? = false, lockerRuns: Bool = true, lockerWindowShown: Bool? = nil) {
         self.grabbed = grabbed
+        self.pointerGrabbed = pointerGrabbed
         self.lockerRuns = lockerRuns
         self.lockerWindowShown = lockerWindowShown
+    }
+
+    /// The devices another client holds, as far as this reading tells (none while
+    /// `lockerRuns`, when a grab may be the locker's).
+    func grabbed(_ device: GrabbedDevice) -> Bool? {
+        switch device {
+        case .keyboard: grabbed
+        case .pointer: pointerGrabbed
+        }
     }
 }
 
@@ -103,11 +131,12 @@ public enum LockerCover: Equatable, Sendable {
     /// the screen may be visible. It is not replaced (never a second locker). A grab
     /// seen later (probed while a sleep waits) makes it `covered`.
     case notCovering
-    /// Another client holds the keyboard: it held it before the locker started, or
-    /// the keyboard stayed grabbed through the grab deadline while no window of the
-    /// locker showed. The grab cannot be the locker's proof: the screen may be visible.
-    /// Looked at again until the deadline (the other client may let go).
-    case keyboardHeldByOther
+    /// Another client holds the keyboard or the pointer: it held it before the locker
+    /// started, or the keyboard stayed grabbed through the grab deadline while no window
+    /// of the locker showed. A grab cannot be the locker's proof then: the screen may be
+    /// visible (and i3lock, which needs both grabs, fails). Looked at again (the other
+    /// client may let go).
+    case grabHeldByOther
 }
 
 public enum LockerState: Equatable, Sendable {
@@ -129,10 +158,13 @@ public enum LockerVerdict: Equatable, Sendable {
     case covered(after: Millis)
     /// The locker ran through the grab deadline without a grab: an error to show.
     case notCovering
-    /// Another client holds the keyboard, so the grab seen is no proof: an error to
-    /// show. `beforeStart`: it held the keyboard when the locker started (else: no
+    /// The locker held the keyboard and let go of it while it runs: as `notCovering`,
+    /// and the screen, said locked until now, may be visible.
+    case letGo(heldFor: Millis, runningFor: Millis)
+    /// Another client holds these devices, so a grab seen is no proof: an error to
+    /// show. `beforeStart`: held when the locker started (else: the keyboard, while no
     /// window of the locker showed through the grab deadline).
-    case keyboardHeldByOther(beforeStart: Bool)
+    case grabHeldByOther([GrabbedDevice], beforeStart: Bool)
     /// The one way a lock ends well: exit 0 after the locker held the screen.
     case unlocked(lockedFor: Millis, covered: Bool)
     /// The screen may be open: the locker is started again at `retryAt` (now, or later).
@@ -167,13 +199,16 @@ public struct LockerSupervisor: Equatable, Sendable {
     public private(set) var lastReturnedAtOnce = false
     /// Retries held off in a row because the keyboard was grabbed.
     var heldOff = 0
-    /// The reading made just before the current locker started found the keyboard
-    /// grabbed, and no reading since found it free: a grab seen now is that client's.
-    private(set) var grabbedBeforeStart = false
-    /// Another client held the keyboard when last looked at during this lock (the
+    /// The devices the reading made just before the current locker started found
+    /// grabbed, and no reading since found free: a grab of one seen now is that client's.
+    private(set) var grabbedBeforeStart: Set<GrabbedDevice> = []
+    /// The devices another client held when last looked at during this lock (the
     /// current locker's cover, or, while retrying, what ended the last attempt). For
     /// status and doctor: the screen may be open because of that client, not the locker.
-    public private(set) var keyboardHeldByOther = false
+    public private(set) var heldByOther: Set<GrabbedDevice> = []
+    public var keyboardHeldByOther: Bool { heldByOther.contains(.keyboard) }
+    /// The running locker held the keyboard and let go of it (seen by the re-probe).
+    public private(set) var letGo = false
 
     /// How long the grab probe looks for the locker's keyboard grab. i3lock gives
     /// up grabbing after about 2.3 s (and exits 1); lockers that never grab (a
@@ -184,9 +219,17 @@ public struct LockerSupervisor: Equatable, Sendable {
     public let shortestHold: Millis
     public static let longestRetryDelay = Millis.seconds(60)
 
-    public init(grabDeadline: Millis = .seconds(3), shortestHold: Millis = .seconds(1)) {
+    /// How often the grab is probed again while the locker runs, once the search for
+    /// its grab is over: a locker that lets go of the keyboard (it crashed half-way, a
+    /// bug, another client took over) is seen within this, and one that grabs late is
+    /// seen at last. One round trip or a few, 12 wake-ups a minute, only while locked:
+    /// an unlocked agent never probes.
+    public let grabRecheck: Millis
+
+    public init(grabDeadline: Millis = .seconds(3), shortestHold: Millis = .seconds(1), grabRecheck: Millis = .seconds(5)) {
         self.grabDeadline = grabDeadline
         self.shortestHold = shortestHold
+        self.grabRecheck = grabRecheck
     }
 
     public var isRunning: Bool { if case .running = state { true } else { false } }
@@ -196,7 +239,7 @@ public struct LockerSupervisor: Equatable, Sendable {
 
     /// When the grab probe runs next: 10 ms after the start, then with doubling
     /// gaps up to 500 ms, until the grab is seen or the deadline passes (at most
-    /// a dozen round trips a lock, none once the screen is covered). Never a busy poll.
+    /// a dozen round trips), then every `grabRecheck` while the locker runs. Never a busy poll.
     public var nextProbe: BoottimeInstant? { nextProbe(hurry: false) }
 
     /// With `hurry` (the system waits to sleep until the screen is covered) the probe
@@ -207,19 +250,13 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// the locker running.
     public func nextProbe(hurry: Bool) -> BoottimeInstant? {
         guard case .running(let started, _, let cover, _) = state else { return nil }
-        let ran = lastProbe.map { $0.monotonic - started.monotonic } ?? .zero
-        switch cover {
-        case .covered: return nil
-        case .unknown: break
-        case .keyboardHeldByOther:
-            // Until the deadline the other client may let go: a grab then can be the
-            // locker's. Past it, looked at only while a sleep waits.
-            if ran >= grabDeadline && !hurry { return nil }
-        case .notCovering:
-            if !hurry { return nil }
-        }
         guard let last = lastProbe else { return started.boottime + Swift.min(.ms(10), grabDeadline) }
-        if hurry { return last.boottime + .ms(10) }
+        let ran = last.monotonic - started.monotonic
+        // The search: until the grab is seen or the deadline passes (another client's
+        // grab may be let go within it, and a grab then can be the locker's).
+        let searching = cover == .unknown || (cover == .grabHeldByOther && ran < grabDeadline)
+        if case .covered = cover {} else if hurry { return last.boottime + .ms(10) }
+        guard searching else { return last.boottime + grabRecheck }
         let gap = Swift.min(Swift.max(ran, .ms(10)), .ms(500))
         return last.boottime + Swift.max(Swift.min(gap, grabDeadline - ran), .zero)
     }
@@ -240,8 +277,9 @@ public struct LockerSupervisor: Equatable, Sendable {
         heldOff = 0
         state = .running(since: now, attempt: attempt, cover: .unknown, adopted: false)
         lastProbe = nil
+        letGo = false
         // Until the reading made before this start says otherwise.
-        grabbedBeforeStart = false
+        grabbedBeforeStart = []
         return attempt
     }
 
@@ -263,27 +301,27 @@ public struct LockerSupervisor: Equatable, Sendable {
             state = .running(since: clocks, attempt: 1, cover: .unknown, adopted: true)
             lockedSince = now
             lastProbe = nil
-            grabbedBeforeStart = false
+            letGo = false
+            grabbedBeforeStart = []
             return .none
-        case (.keyboard(let reading), .running(let since, let attempt, let cover, let adopted)) where !reading.lockerRuns:
+        case (.grabs(let reading), .running(let since, let attempt, let cover, let adopted)) where !reading.lockerRuns:
             // The reading made just before this locker started (the edge looks before it
             // starts the locker, and answers after): a grab now is another client's, and
-            // a grab seen later is that client's still, until the keyboard is seen free.
-            grabbedBeforeStart = reading.grabbed == true
-            keyboardHeldByOther = grabbedBeforeStart
-            guard grabbedBeforeStart, cover == .unknown else { return .none }
-            state = .running(since: since, attempt: attempt, cover: .keyboardHeldByOther, adopted: adopted)
-            return .keyboardHeldByOther(beforeStart: true)
-        case (.keyboard(let reading), .running(let since, let attempt, let cover, let adopted))
-            where cover == .unknown || cover == .keyboardHeldByOther || cover == .notCovering:
+            // a grab seen later is that client's still, until the device is seen free.
+            grabbedBeforeStart = Set(GrabbedDevice.allCases.filter { reading.grabbed($0) == true })
+            heldByOther = grabbedBeforeStart
+            guard !grabbedBeforeStart.isEmpty, cover == .unknown else { return .none }
+            state = .running(since: since, attempt: attempt, cover: .grabHeldByOther, adopted: adopted)
+            return .grabHeldByOther(grabbedBeforeStart.sorted(), beforeStart: true)
+        case (.grabs(let reading), .running(let since, let attempt, let cover, let adopted)):
             return judge(reading, since: since, attempt: attempt, cover: cover, adopted: adopted, at: clocks)
-        case (.keyboard(let reading), .retrying(_, let attempt)):
+        case (.grabs(let reading), .retrying(_, let attempt)):
             guard reading.grabbed == true, lastReturnedAtOnce else { return .retryNow }
             let next = now + retryDelay(attempt: Swift.max(attempt, 2))
             state = .retrying(at: next, attempt: attempt + 1)
             heldOff += 1
             return .retryHeldOff(until: next, again: heldOff > 1)
-        case (.keyboard, _):
+        case (.grabs, _):
             return .none
         case (.failedToStart(let reason), _):
             return fail(.couldNotStart(reason), at: clocks)
@@ -305,8 +343,9 @@ public struct LockerSupervisor: Equatable, Sendable {
             state = .unlocked
             lockedSince = nil
             lastReturnedAtOnce = false
-            grabbedBeforeStart = false
-            keyboardHeldByOther = false
+            grabbedBeforeStart = []
+            heldByOther = []
+            letGo = false
             return .unlocked(lockedFor: lockedFor, covered: covered)
         case (.killed(let signal), .running(let since, _, _, _)):
             return fail(.killed(signal: signal, after: now - since.boottime), at: clocks)
@@ -317,36 +356,51 @@ public struct LockerSupervisor: Equatable, Sendable {
         }
     }
 
-    /// A probe of the running locker whose cover is not known yet (or was another
-    /// client's grab). The grab counts as the locker's only when it cannot be another
-    /// client's: no grab held before the start, and, where X tells window owners, a
-    /// window of the locker shows. Where X cannot tell, a grab seen after a free start
-    /// counts (a client that grabs between the locker's start and its grab is then
-    /// taken for the locker, until the locker, unable to grab, fails).
-    mutating func judge(_ reading: KeyboardReading, since: Instant, attempt: Int, cover: LockerCover, adopted: Bool,
+    /// A probe of the running locker. While its cover is not known (or was another
+    /// client's grab) the keyboard grab counts as the locker's only when it cannot be
+    /// another client's: no grab of either device held before the start, and, where X
+    /// tells window owners, a window of the locker shows. Where X cannot tell, a grab
+    /// seen after a free start counts (a client that grabs between the locker's start
+    /// and its grab is then taken for the locker, until the locker, unable to grab,
+    /// fails). Once covered, a free keyboard means the locker let go.
+    mutating func judge(_ reading: GrabReading, since: Instant, attempt: Int, cover: LockerCover, adopted: Bool,
                          at clocks: Instant) -> LockerVerdict {
         let pastDeadline = clocks.monotonic - since.monotonic >= grabDeadline
         func settle(_ cover: LockerCover) { state = .running(since: since, attempt: attempt, cover: cover, adopted: adopted) }
+        if case .covered(let coveredSince) = cover {
+            // A grab still seen is the locker's still (it cannot be taken while the
+            // locker holds it); an unreadable probe changes nothing.
+            guard reading.grabbed == false else { return .none }
+            settle(.notCovering)
+            letGo = true
+            return .letGo(heldFor: clocks.monotonic - coveredSince.monotonic, runningFor: clocks.monotonic - since.monotonic)
+        }
+        // A device seen free is not held by another client: a grab of it from now on
+        // can be the locker's.
+        for device in GrabbedDevice.allCases where reading.grabbed(device) == false {
+            grabbedBeforeStart.remove(device)
+            heldByOther.remove(device)
+        }
         switch reading.grabbed {
         case true?:
-            if !grabbedBeforeStart && reading.lockerWindowShown != false {
+            if grabbedBeforeStart.isEmpty && reading.lockerWindowShown != false {
                 // The count of failed attempts starts again only once it has held the
                 // screen a while (see `fail`): a grab seen may be another client's still.
                 settle(.covered(since: clocks))
                 lastReturnedAtOnce = false
-                keyboardHeldByOther = false
+                heldByOther = []
+                letGo = false
                 return .covered(after: clocks.boottime - since.boottime)
             }
             // Grabbed, and no window of the locker shows: the locker may not have mapped
             // it yet; looked at again until the deadline.
             guard cover == .unknown, pastDeadline else { return .none }
-            settle(.keyboardHeldByOther)
-            keyboardHeldByOther = true
-            return .keyboardHeldByOther(beforeStart: false)
+            settle(.grabHeldByOther)
+            heldByOther.insert(.keyboard)
+            return .grabHeldByOther([.keyboard], beforeStart: false)
         case false?:
-            // The other client let go: a grab from now on can be the locker's.
-            grabbedBeforeStart = false
-            keyboardHeldByOther = false
+            // Another client that still holds the pointer is the reason, said already.
+            guard heldByOther.isEmpty else { return .none }
             guard pastDeadline else {
                 settle(.unknown)
                 return .none
@@ -396,7 +450,7 @@ public struct LockerSupervisor: Equatable, Sendable {
         case .unlocked: "unlocked"
         case .running(_, _, .unknown, _): "locking"
         case .running(_, _, .covered, _): "locked"
-        case .running(_, _, .notCovering, _), .running(_, _, .keyboardHeldByOther, _): "locker-not-covering"
+        case .running(_, _, .notCovering, _), .running(_, _, .grabHeldByOther, _): "locker-not-covering"
         case .retrying: "locker-failing"
         }
     }

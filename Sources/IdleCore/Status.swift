@@ -123,21 +123,24 @@ extension IdleMachine {
             let covers: JSONValue = switch cover {
             case .unknown: .null
             case .covered: .bool(true)
-            case .notCovering, .keyboardHeldByOther: .bool(false)
+            case .notCovering, .grabHeldByOther: .bool(false)
             }
             return .object([
                 ("state", .string("running")), ("pid", pid.map { .number(Double($0)) } ?? .null),
-                ("covers_screen", covers), ("running_ms", ms(now.boottime - since.boottime)),
+                ("covers_screen", covers), ("let_go", .bool(supervisor.letGo)), ("running_ms", ms(now.boottime - since.boottime)),
                 ("attempt", .number(Double(attempt))), ("adopted", .bool(adopted)),
-                ("keyboard_held_by_other", .bool(supervisor.keyboardHeldByOther)),
-            ])
+            ] + heldByOtherFields)
         case .retrying(let at, let attempt):
             return .object([
                 ("state", .string("failing")), ("pid", .null),
                 ("next_try_in_ms", ms(Swift.max(at - now.boottime, .zero))),
                 ("attempt", .number(Double(attempt))),
-                ("keyboard_held_by_other", .bool(supervisor.keyboardHeldByOther)),
-            ])
+            ] + heldByOtherFields)
         }
+    }
+
+    /// `keyboard_held_by_other`, `pointer_held_by_other`: another client holds the grab.
+    var heldByOtherFields: [(String, JSONValue)] {
+        GrabbedDevice.allCases.map { ("\($0.rawValue)_held_by_other", .bool(supervisor.heldByOther.contains($0))) }
     }
 }

@@ -54,8 +54,8 @@ struct DesktopTests {
         #expect(s.actions.contains(.announce(.sleeping(covered: true))))
         #expect(!s.actions.logs(.error).contains { $0.contains("did not cover") })
         #expect(s.machine.stateName == "locked")
-        // Once the sleep went, nothing probes a covered locker.
-        #expect(s.machine.supervisor.nextProbe(hurry: false) == nil)
+        // Once the sleep went, a covered locker is probed again only every 5 s.
+        #expect(s.machine.supervisor.nextProbe(hurry: false) == s.machine.supervisor.lastProbe.map { $0.boottime + .seconds(5) })
     }
 
     @Test("already locked: the sleep goes at once; --no-lock-before-sleep never waits")

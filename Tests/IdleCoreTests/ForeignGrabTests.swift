@@ -12,18 +12,18 @@ struct ForeignGrabTests {
     static func started(grabbedBefore: Bool) -> LockerSupervisor {
         var supervisor = LockerSupervisor()
         _ = supervisor.starting(at: at(.zero))
-        let verdict = supervisor.handle(.keyboard(KeyboardReading(grabbed: grabbedBefore, lockerRuns: false)), at: at(.zero))
-        #expect(verdict == (grabbedBefore ? .keyboardHeldByOther(beforeStart: true) : LockerVerdict.none))
+        let verdict = supervisor.handle(.grabs(GrabReading(grabbed: grabbedBefore, lockerRuns: false)), at: at(.zero))
+        #expect(verdict == (grabbedBefore ? .grabHeldByOther([.keyboard], beforeStart: true) : LockerVerdict.none))
         return supervisor
     }
 
     /// The probe at `t` after the start, and its verdict.
     static func probe(_ supervisor: inout LockerSupervisor, at t: Millis, grabbed: Bool?, window: Bool? = nil) -> LockerVerdict {
         supervisor.probed(at: at(t))
-        return supervisor.handle(.keyboard(KeyboardReading(grabbed: grabbed, lockerWindowShown: window)), at: at(t))
+        return supervisor.handle(.grabs(GrabReading(grabbed: grabbed, lockerWindowShown: window)), at: at(t))
     }
 
-    @Test("a grab held before the locker started is never its cover, whatever the probes see; no probe after the deadline")
+    @Test("a grab held before the locker started is never its cover, whatever the probes see; after the deadline only the 5 s re-probe")
     func grabBeforeStart() {
         var supervisor = ForeignGrabTests.started(grabbedBefore: true)
         #expect(supervisor.stateName == "locker-not-covering")
@@ -35,7 +35,7 @@ struct ForeignGrabTests {
             #expect(ForeignGrabTests.probe(&supervisor, at: t, grabbed: true, window: window) == .none)
             #expect(!supervisor.covers)
         }
-        #expect(supervisor.nextProbe == nil, "probing on past the deadline")
+        #expect(supervisor.nextProbe == ForeignGrabTests.start + .seconds(8), "probing faster than every 5 s past the deadline")
         // i3lock gives up 2.3 s in: a failure, retried; the status keeps the cause.
         guard case .failed = supervisor.handle(.exited(1), at: ForeignGrabTests.at(.ms(2300))) else {
             Issue.record("\(supervisor.state)")
@@ -84,10 +84,10 @@ struct ForeignGrabTests {
         #expect(ForeignGrabTests.probe(&supervisor, at: .ms(10), grabbed: true, window: false) == .none)
         #expect(supervisor.stateName == "locking")
         #expect(!supervisor.keyboardHeldByOther, "said before the deadline")
-        #expect(ForeignGrabTests.probe(&supervisor, at: .seconds(3), grabbed: true, window: false) == .keyboardHeldByOther(beforeStart: false))
+        #expect(ForeignGrabTests.probe(&supervisor, at: .seconds(3), grabbed: true, window: false) == .grabHeldByOther([.keyboard], beforeStart: false))
         #expect(supervisor.stateName == "locker-not-covering")
         #expect(supervisor.keyboardHeldByOther)
-        #expect(supervisor.nextProbe == nil)
+        #expect(supervisor.nextProbe == ForeignGrabTests.start + .seconds(8))
 
         var late = ForeignGrabTests.started(grabbedBefore: false)
         #expect(ForeignGrabTests.probe(&late, at: .ms(10), grabbed: true, window: false) == .none)
@@ -109,7 +109,7 @@ struct ForeignGrabMachineTests {
     func probedBeforeTheStart() {
         var s = Story(flags: "--lock-after", "10m")
         let start = s.wait(until: Story.at(.minutes(10)))
-        let probe = start.firstIndex(of: .probeKeyboard)
+        let probe = start.firstIndex(of: .probeGrabs)
         let run = start.firstIndex { if case .run(.locker, _, _) = $0 { true } else { false } }
         #expect(probe != nil && run != nil && probe! < run!, "\(start)")
     }
@@ -121,10 +121,10 @@ struct ForeignGrabMachineTests {
         s.lockerWindowShown = true  // i3lock's window shows while it tries to grab
         var all = s.wait(until: Story.at(.minutes(10)))
         #expect(s.machine.stateName == "locker-not-covering")
-        #expect(all.contains(.announce(.keyboardHeldByOther(beforeStart: true))))
-        #expect(all.logs(.error).contains { $0.contains("another client holds the keyboard (it held the keyboard when the locker started)") },
+        #expect(all.contains(.announce(.grabHeldByOther(.keyboard, beforeStart: true))))
+        #expect(all.logs(.error).contains { $0.contains("another client holds the keyboard (held when the locker started)") },
                 "\(all.logs(.error))")
-        #expect(AuditRecord.of(.keyboardHeldByOther(beforeStart: true))?.event == "locker-failure")
+        #expect(AuditRecord.of(.grabHeldByOther(.keyboard, beforeStart: true))?.event == "locker-failure")
         let status = JSONValue.object(s.machine.statusFields(at: s.clock, lockerPid: 42))
         #expect(status["locker"]?["covers_screen"] == .bool(false))
         #expect(status["locker"]?["keyboard_held_by_other"] == .bool(true))
@@ -153,6 +153,52 @@ struct ForeignGrabMachineTests {
         #expect(s.machine.supervisor.covers)
         #expect(s.actions.contains(.setLockedHint(true)))
         #expect(!s.machine.supervisor.keyboardHeldByOther)
+    }
+
+    // Issue #28, row 2: the pointer grab, as the keyboard's.
+    @Test("a client holds only the pointer at the lock time: never locked, even with the keyboard grabbed (a locker that grabs only the keyboard); the pointer named in log, events, audit, status and doctor; locked once it lets go")
+    func pointerHeldByOther() {
+        var s = Story(flags: "--lock-after", "10m", "--on-unlock", "unlock-hook")
+        s.pointerHeldByOther = true
+        s.lockerWindowShown = true
+        var all = s.wait(until: Story.at(.minutes(10)))
+        #expect(s.machine.stateName == "locker-not-covering")
+        #expect(all.contains(.announce(.grabHeldByOther(.pointer, beforeStart: true))))
+        #expect(!all.contains(.announce(.grabHeldByOther(.keyboard, beforeStart: true))))
+        #expect(all.logs(.error).contains { $0.contains("another client holds the pointer (held when the locker started)") },
+                "\(all.logs(.error))")
+        let audit = AuditRecord.of(.grabHeldByOther(.pointer, beforeStart: true))
+        #expect(audit?.event == "locker-failure" && audit?.message.hasPrefix("another client holds the pointer") == true)
+        #expect(Announcement.grabHeldByOther(.pointer, beforeStart: true).json["event"] == .string("pointer-held-by-other"))
+        // The probes see the keyboard grabbed (the locker's): still not its cover.
+        all += s.wait(for: .seconds(10))
+        #expect(!all.contains { if case .announce(.locked) = $0 { true } else { false } }, "announced locked")
+        #expect(!s.machine.supervisor.covers)
+        let status = JSONValue.object(s.machine.statusFields(at: s.clock, lockerPid: 42))
+        #expect(status["locker"]?["covers_screen"] == .bool(false))
+        #expect(status["locker"]?["pointer_held_by_other"] == .bool(true))
+        #expect(status["locker"]?["keyboard_held_by_other"] == .bool(false))
+        #expect(HumanText.status(status).contains("NOT covering the screen: another client holds the pointer"), "\(HumanText.status(status))")
+        // i3lock, which needs both grabs, gives up: the failure names the pointer.
+        let failed = s.lockerExits(.exited(1))
+        let reasons = failed.compactMap { if case .announce(.lockerFailed(_, let reason, _)) = $0 { reason } else { nil } }
+        #expect(reasons.first?.hasSuffix("(another client holds the pointer)") == true, "\(reasons)")
+        var facts = DoctorFacts()
+        facts.status = JSONValue.object(s.machine.statusFields(at: s.clock, lockerPid: nil))
+        let report = Doctor.diagnose(facts)
+        #expect(report.text.contains("PROBLEM  pointer: another program holds the pointer grab: the locker cannot grab it"), "\(report.text)")
+        #expect(report.text.contains("PROBLEM  locker: runs, but another program holds the pointer"), "\(report.text)")
+        #expect(!s.actions.contains(.setLockedHint(true)), "LockedHint set")
+
+        // The drag ends; the locker started meanwhile gives up (a grab it took would not
+        // be told from the other client's); the next start finds both free, and the lock holds.
+        s.pointerHeldByOther = false
+        s.wait(for: .ms(2300))
+        s.lockerExits(.exited(1))
+        s.wait(for: .minutes(1))
+        #expect(s.machine.supervisor.covers)
+        #expect(s.machine.supervisor.heldByOther.isEmpty)
+        #expect(s.actions.contains(.setLockedHint(true)))
     }
 
     @Test("doctor takes the agent's word: the keyboard named, the locker not blamed")

@@ -84,12 +84,13 @@ struct LockerSupervisorTests {
         #expect(retryAt - (t0 + .ms(130) + heldFor) == retryIn)
     }
 
-    @Test("a locker that never grabs is not covering once the deadline passes; no more probes")
+    @Test("a locker that never grabs is not covering once the deadline passes; then probed every 5 s")
     func notCovering() {
         var never = LockerSupervisor()
         _ = never.starting(at: LockerSupervisorTests.at(LockerSupervisorTests.start))
+        never.probed(at: LockerSupervisorTests.at(LockerSupervisorTests.start + .seconds(3)))
         #expect(never.handle(.keyboardGrabbed(false), at: LockerSupervisorTests.at(LockerSupervisorTests.start + .seconds(3))) == .notCovering)
-        #expect(never.nextProbe == nil)
+        #expect(never.nextProbe == LockerSupervisorTests.start + .seconds(8))
     }
 
     @Test("while a sleep waits on it, the probe runs every 10 ms")

@@ -15,7 +15,7 @@ struct LockerTests {
     @Test("no second locker while one runs, however long the idle time grows")
     func neverTwoLockers() {
         var s = LockerTests.locked("--notify-before", "1m", "--notifier", "warn")
-        #expect(s.machine.nextDeadline == nil, "nothing left to wake for while locked and away")
+        #expect(s.machine.nextDeadline == s.machine.supervisor.nextProbe, "nothing but the grab's re-probe to wake for while locked and away")
         for hour in 1...12 {
             s.advance(to: Story.at(.hours(Int64(hour))))
             s.wake()
@@ -197,7 +197,8 @@ struct LockerTests {
         #expect(status["locker"]?["covers_screen"] == .bool(false))
         s.wait(for: .hours(1))
         #expect(s.actions.lockerStarts == 1, "never a second locker")
-        #expect(s.machine.nextDeadline == nil, "no probing once the deadline passed")
+        #expect(s.machine.nextDeadline == s.machine.supervisor.nextProbe, "only the grab's re-probe once the deadline passed")
+        #expect(s.machine.nextDeadline.map { $0 - s.now } ?? .zero <= .seconds(5))
         #expect(s.lockerExits(.exited(0)).commands(.onUnlock) == ["unlock-hook"])
     }
 
@@ -219,7 +220,7 @@ struct LockerTests {
         var probes: [Millis] = []
         while let deadline = s.machine.nextDeadline, deadline <= Story.at(.minutes(10) + .seconds(5)) {
             s.advance(to: deadline)
-            if s.wake().contains(.probeKeyboard) { probes.append(s.now - Story.at(.minutes(10))) }
+            if s.wake().contains(.probeGrabs) { probes.append(s.now - Story.at(.minutes(10))) }
         }
         #expect(probes == [10, 20, 40, 80, 160, 320, 640, 1140, 1640, 2140, 2640, 3000].map { Millis.ms($0) })
     }
@@ -274,6 +275,40 @@ struct LockerTests {
         #expect(s.machine.nextDeadline == retryAt, "the retry still comes")
         s.wakeAtDeadline()
         #expect(s.actions.lockerStarts == 3)
+    }
+
+    // Issue #28, row 6: a locker can let go of the keyboard while it runs.
+    @Test("while a locker runs the grab is probed again every 5 s (12 a minute); while unlocked the machine wakes only for the lock")
+    func grabProbedAgainWhileLocked() {
+        var s = Story(flags: "--lock-after", "10m", "--on-unlock", "unlock-hook")
+        #expect(s.machine.nextDeadline == Story.at(.minutes(10)), "a wake-up before the lock while idle")
+        s = LockerTests.locked()
+        let coveredAt = s.now
+        #expect(s.machine.nextDeadline == coveredAt + .seconds(5))
+        let minute = s.wait(for: .minutes(1))
+        #expect(minute.filter { $0 == .probeGrabs }.count == 12)
+        #expect(s.machine.stateName == "locked")
+        s.lockerExits(.exited(0))
+        #expect(s.machine.nextDeadline == s.now + .minutes(10), "probing on after the unlock")
+    }
+
+    @Test("a locker that lets go of the keyboard while locked is not covering within 5 s, as one that never grabbed: an error, LockedHint false, not replaced; a grab again locks again")
+    func lockerLetsGo() {
+        var s = LockerTests.locked()
+        s.lockerGrabsKeyboard = false
+        let lost = s.wait(for: .seconds(5))
+        #expect(s.machine.stateName == "locker-not-covering")
+        #expect(lost.logs(.error).contains { $0.contains("the locker let go of the keyboard") }, "\(lost.logs(.error))")
+        #expect(lost.lockedHints == [false])
+        let status = JSONValue.object(s.machine.statusFields(at: s.clock, lockerPid: 42))
+        #expect(status["locker"]?["covers_screen"] == .bool(false))
+        #expect(status["locker"]?["let_go"] == .bool(true))
+        s.wait(for: .minutes(1))
+        #expect(s.actions.lockerStarts == 1, "never a second locker")
+        s.lockerGrabsKeyboard = true
+        let again = s.wait(for: .seconds(5))
+        #expect(s.machine.stateName == "locked")
+        #expect(again.lockedHints == [true])
     }
 
     @Test("the end of a process the machine does not track as the locker changes nothing")

@@ -38,6 +38,53 @@ import Testing
         }
     }
 
+    // Issue #28, row 6: the grab is probed again while locked.
+    @Test("a locker that holds the keyboard, then lets go and keeps running: within the re-probe period it is locker-not-covering (an error, LockedHint false, events, audit), not replaced; its later exit 0 is an unlock")
+    func lockerThatLetsGo() async throws {
+        try await Sandbox.with(buses: true) { s in
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker",
+                                                          "exec \(testLockerBinary) --let-go-after 3000 --let-go-file let-go",
+                                                          "--on-unlock", "touch unlocked"])
+            _ = try await s.startEvents()
+            #expect(try await s.client("lock").exit == .exited(0))
+            let locker = try await s.waitForCoveringLocker()
+            try await s.waitUntil("LockedHint true") { try await s.lockedHintCalls().last == true }
+            // Status every 100 ms from the let-go until it says not covering.
+            let letGoAt = try await s.waitForNumber(in: "let-go", timeout: .seconds(10))
+            var stillLocked = 0
+            var noticedAt: Int?
+            while noticedAt == nil, monotonicMilliseconds() - letGoAt < 15_000 {
+                let state = try await s.status()["state"] as? String
+                if state == "locker-not-covering" { noticedAt = monotonicMilliseconds() } else if state == "locked" { stillLocked += 1 }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let noticedAfter = noticedAt.map { $0 - letGoAt }
+            let status = try await s.status()
+            let lockerStatus = status["locker"] as? [String: Any]
+            let hints = try await s.lockedHintCalls()
+            print("figure: a locker that let go of the keyboard 3 s after its grab: status said locker-not-covering \(noticedAfter.map { "\($0) ms" } ?? "never (15 s)") after the let-go (re-probe period 5 s), \(stillLocked) samples (100 ms apart) said locked meanwhile; LockedHint calls \(hints)")
+            let after = try #require(noticedAfter, "the agent never noticed the let-go\n\(agent.log)")
+            #expect(after <= 6500, "noticed \(after) ms after the let-go")
+            #expect(lockerStatus?["covers_screen"] as? Bool == false, "\(status)")
+            #expect(lockerStatus?["let_go"] as? Bool == true, "\(status)")
+            #expect(hints.last == false, "\(hints)")
+            #expect(agent.log.contains("error: the locker let go of the keyboard"), "\(agent.log)")
+            let text = try await s.client("status").stdout
+            #expect(text.contains("NOT covering the screen (it let go of the keyboard"), "\(text)")
+            let notCovering = s.events("locker-not-covering")
+            #expect(notCovering.count == 1 && notCovering.first?["let_go"] as? Bool == true, "\(s.contents("events"))")
+            try await s.waitUntil("the audit trail's grab-lost entry") {
+                try await s.auditMessages(agent, event: "locker-failure").contains { $0.contains("let go of the keyboard") }
+            }
+            #expect(s.lines("lockers.pids").count == 1, "the locker was replaced")
+            #expect(isAlive(locker))
+            // Its exit 0 ends the lock, as one that never grabbed.
+            s.touch("unlock")
+            try await agent.waitForLog(containing: "unlocked after")
+            try await s.waitUntil("the on-unlock hook") { s.exists("unlocked") }
+        }
+    }
+
     // Case 6.
     @Test("while the locker fails, status says locker-failing with the reason and the next try, and events say locked only once a locker holds")
     func failingStateInStatusAndEvents() async throws {

@@ -88,6 +88,79 @@ extension Sandbox {
         }
     }
 
+    @Test("another client holds only the pointer before the lock: i3lock fails and is retried; status, events and doctor name the pointer grab, nothing says locked; once it lets go the lock holds")
+    func pointerGrabBeforeTheLock() async throws {
+        try await Sandbox.with(buses: true) { s in
+            // A client holding the pointer only (a drag in progress, a screenshot tool
+            // selecting a region): i3lock grabs the pointer first, and fails.
+            _ = try s.startBackground(testLockerBinary, ["--pids", "holder.pids", "--unlock", "holder.release", "--pointer-only"],
+                                      output: "holder.out")
+            _ = try await s.waitForLines("holder.pids")
+            let agent = try await s.startControlledAgent(["--lock-after", "1s", "--locker", "i3lock -n", "--on-unlock", "touch unlocked"])
+            _ = try await s.startEvents()
+            // Status every 250 ms for 10 s, through at least two i3lock failures.
+            var samples = 0, locked = 0, covering = 0, pointerSaid = 0, textSaid = 0
+            let started = ContinuousClock.now
+            var doctor: CommandResult?
+            while ContinuousClock.now - started < .seconds(10) {
+                let status = try await s.status()
+                samples += 1
+                let locker = status["locker"] as? [String: Any]
+                if status["state"] as? String == "locked" { locked += 1 }
+                if locker?["covers_screen"] as? Bool == true { covering += 1 }
+                if locker?["pointer_held_by_other"] as? Bool == true { pointerSaid += 1 }
+                if try await s.client("status").stdout.contains("another client holds the pointer") { textSaid += 1 }
+                if doctor == nil, agent.count(of: "the locker exited with status 1") >= 1 { doctor = try await s.doctor() }
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            let hints = try await s.lockedHintCalls()
+            let lockEvents = s.events("locked").count
+            let heldEvents = s.events("pointer-held-by-other").count
+            print("figure: pointer grab before the lock: \(locked) of \(samples) status samples said locked, \(covering) covering, \(pointerSaid) said pointer_held_by_other, \(textSaid) status texts named the pointer grab; LockedHint calls \(hints); events locked \(lockEvents), pointer-held-by-other \(heldEvents); i3lock failures \(agent.count(of: "the locker exited with status 1"))")
+            #expect(agent.count(of: "the locker exited with status 1") >= 2, "i3lock did not fail twice\n\(agent.log)")
+            #expect(locked == 0, "\(locked) of \(samples) samples said locked\n\(agent.log)")
+            #expect(covering == 0, "\(covering) of \(samples) samples said the locker covers the screen")
+            #expect(pointerSaid > samples / 2, "\(pointerSaid) of \(samples) samples said another client holds the pointer\n\(agent.log)")
+            #expect(textSaid > samples / 2, "\(textSaid) of \(samples) status texts named the pointer grab")
+            #expect(!hints.contains(true), "LockedHint was set: \(hints)\n\(agent.log)")
+            #expect(lockEvents == 0, "\(lockEvents) locked events\n\(s.contents("events"))")
+            #expect(heldEvents > 0, "no pointer-held-by-other event\n\(s.contents("events"))")
+            #expect(agent.log.contains("another client holds the pointer"), "\(agent.log)")
+            #expect(agent.log.contains("exited with status 1 after") && agent.log.contains("(another client holds the pointer)"), "\(agent.log)")
+            #expect(!agent.log.contains("locked: the locker holds the keyboard"), "\(agent.log)")
+            #expect(!s.exists("unlocked"), "the on-unlock hook ran")
+            let doctorSaid = try #require(doctor, "doctor never ran: i3lock did not fail\n\(agent.log)")
+            #expect(doctorSaid.exit == .exited(1), "\(doctorSaid.stdout)")
+            #expect(doctorSaid.stdout.contains("PROBLEM  pointer: another program holds the pointer grab"), "\(doctorSaid.stdout)")
+            #expect(!doctorSaid.stdout.contains("run the locker command by hand"), "doctor blamed the locker\n\(doctorSaid.stdout)")
+            let lockEntries = try await s.auditMessages(agent, event: "lock")
+            #expect(lockEntries.isEmpty, "the audit trail says: \(lockEntries)")
+
+            // The pointer is let go: the next try holds the screen, and the pointer is no longer named.
+            s.touch("holder.release")
+            try await s.waitUntil("the holder to let go") { !isAlive(Int32(s.lines("holder.pids")[0]) ?? 0) }
+            #expect(try await s.client("lock").exit == .exited(0))
+            let locker = try await s.waitForCoveringLocker()
+            #expect(ProcInfo.name(locker) == "i3lock")
+            let status = try await s.status()
+            #expect((status["locker"] as? [String: Any])?["pointer_held_by_other"] as? Bool != true, "\(status)")
+        }
+    }
+
+    @Test("doctor probes the pointer too while no locker runs: another program's pointer grab is a problem; exit 1")
+    func doctorSeesPointerGrab() async throws {
+        try await Sandbox.with { s in
+            _ = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.grabbingLocker()])
+            _ = try s.startBackground(testLockerBinary, ["--pids", "holder.pids", "--unlock", "never", "--pointer-only", "--no-window"],
+                                      output: "holder.out")
+            _ = try await s.waitForLines("holder.pids")
+            let result = try await s.doctor()
+            #expect(result.exit == .exited(1), "\(result.stdout)")
+            #expect(result.stdout.contains("PROBLEM  pointer: another program holds the pointer grab"), "\(result.stdout)")
+            #expect(result.stdout.contains("ok       keyboard: free"), "\(result.stdout)")
+        }
+    }
+
     @Test("a server without X-Resource: said at start and by doctor; a grab held before the lock still never counts")
     func withoutXResource() async throws {
         try await Sandbox.with(serverArguments: ["-extension", "X-Resource"]) { s in

@@ -6,11 +6,23 @@ import Glibc
 // (retrying for up to 3 s, else exit 1), appends its pid to a file once it holds
 // the grab, and exits when a file appears. Usage:
 //   TestLocker [--pids FILE] [--unlock FILE] [--exit STATUS] [--hold MS] [--no-grab] [--no-window] [--suspend-saver]
+//              [--pointer-only] [--let-go-after MS] [--let-go-file FILE]
 // --hold: never exit before this long after the start (a person typing a password).
 // --no-window: the grab without a window (a hot-key tool, a hostile client).
+// --pointer-only: grab the pointer instead of the keyboard (a drag in progress, a
+//   screenshot tool selecting a region): i3lock, which needs both, cannot grab.
+// --let-go-after: release the grab this long after taking it and keep running (a
+//   locker that lost its grab); the release time (ms, CLOCK_MONOTONIC) is appended
+//   to the let-go file.
 // --suspend-saver: no grab; XScreenSaverSuspend instead, as mpv and SDL games do.
 
 func say(_ text: String) { _ = text.withCString { write(2, $0, strlen($0)) } }
+
+func append(_ line: String, to file: String) {
+    let fd = open(file, O_WRONLY | O_APPEND | O_CREAT, 0o644)
+    _ = line.withCString { write(fd, $0, strlen($0)) }
+    close(fd)
+}
 
 var pidsFile = "lockers.pids"
 var unlockFile = "unlock"
@@ -19,6 +31,9 @@ var holdMs = 0
 var grab = true
 var window = true
 var suspendSaver = false
+var pointerOnly = false
+var letGoAfterMs: Int?
+var letGoFile = "let-go"
 var args = CommandLine.arguments.dropFirst()
 while let flag = args.popFirst() {
     switch flag {
@@ -28,6 +43,9 @@ while let flag = args.popFirst() {
     case "--hold": holdMs = Int(args.popFirst() ?? "") ?? 0
     case "--no-grab": grab = false
     case "--no-window": window = false
+    case "--pointer-only": pointerOnly = true
+    case "--let-go-after": letGoAfterMs = Int(args.popFirst() ?? "")
+    case "--let-go-file": letGoFile = args.popFirst() ?? letGoFile
     case "--suspend-saver":
         grab = false
         suspendSaver = true
@@ -63,27 +81,36 @@ if grab {
     }
     var grabbed = false
     while milliseconds() - started < 3000 {
-        if XGrabKeyboard(display, root, 1, GrabModeAsync, GrabModeAsync, 0) == GrabSuccess {
+        let result = pointerOnly
+            ? XGrabPointer(display, root, 1, 0, GrabModeAsync, GrabModeAsync, 0, 0, 0)
+            : XGrabKeyboard(display, root, 1, GrabModeAsync, GrabModeAsync, 0)
+        if result == GrabSuccess {
             grabbed = true
             break
         }
         usleep(5000)
     }
     guard grabbed else {
-        say("TestLocker: cannot grab the keyboard\n")
+        say("TestLocker: cannot grab the \(pointerOnly ? "pointer" : "keyboard")\n")
         exit(1)
     }
     XSync(display, 0)
 }
+let grabbedAt = milliseconds()
 if suspendSaver {
     XScreenSaverSuspend(display, 1)
     XSync(display, 0)
 }
-let line = "\(getpid())\n"
-let fd = open(pidsFile, O_WRONLY | O_APPEND | O_CREAT, 0o644)
-_ = line.withCString { write(fd, $0, strlen($0)) }
-close(fd)
+append("\(getpid())\n", to: pidsFile)
+var letGo = letGoAfterMs
 while access(unlockFile, F_OK) != 0 || milliseconds() - started < holdMs {
+    if let after = letGo, milliseconds() - grabbedAt >= after {
+        letGo = nil
+        XUngrabKeyboard(display, 0)
+        XUngrabPointer(display, 0)
+        XSync(display, 0)
+        append("\(milliseconds())\n", to: letGoFile)
+    }
     usleep(10000)
 }
 exit(exitStatus)

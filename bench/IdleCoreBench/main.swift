@@ -83,7 +83,7 @@ struct Simulation {
                 checksum &+= 1
             case .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer, .turnScreenOff, .restoreScreenSettings:
                 checksum &+= 1
-            case .probeKeyboard:
+            case .probeGrabs:
                 // The edge answers at once: a running locker holds the keyboard.
                 pendingProbeAnswer = true
             }

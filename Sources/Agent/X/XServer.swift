@@ -124,25 +124,36 @@ final class XServer {
         return Millis(Int64(clamping: info.pointee.idle))
     }
 
-    /// The grab probe: whether another client holds the keyboard grab, and, when it
-    /// does and `lockerProcesses` run, whether one of their windows shows (see
-    /// `lockerWindowShown`). `lockerProcesses` nil: no locker runs (the reading before a
-    /// start). One round trip when the keyboard is free, about four when grabbed.
-    func probeKeyboard(lockerProcesses: Set<pid_t>?) -> KeyboardReading {
-        let grabbed = keyboardGrabbedByOther()
-        guard grabbed == true, let lockerProcesses else { return KeyboardReading(grabbed: grabbed, lockerRuns: lockerProcesses != nil) }
-        return KeyboardReading(grabbed: true, lockerRuns: true, lockerWindowShown: lockerWindowShown(lockerProcesses))
+    /// The grab probe: whether another client holds the keyboard grab and the pointer
+    /// grab, and, when the keyboard is grabbed and `lockerProcesses` run, whether one
+    /// of their windows shows (see `lockerWindowShown`). `lockerProcesses` nil: no
+    /// locker runs (the reading before a start). Two round trips when both are free,
+    /// about five when the keyboard is grabbed.
+    func probeGrabs(lockerProcesses: Set<pid_t>?) -> GrabReading {
+        let keyboard = grabbedByOther(.keyboard)
+        let pointer = grabbedByOther(.pointer)
+        guard keyboard == true, let lockerProcesses else {
+            return GrabReading(grabbed: keyboard, pointerGrabbed: pointer, lockerRuns: lockerProcesses != nil)
+        }
+        return GrabReading(grabbed: true, pointerGrabbed: pointer, lockerRuns: true, lockerWindowShown: lockerWindowShown(lockerProcesses))
     }
 
-    /// Does another client hold the keyboard grab? X never tells which client:
-    /// our own XGrabKeyboard answers AlreadyGrabbed (or GrabFrozen) for anyone's grab;
-    /// if we get the grab, it is released at once (one round trip; the locker's own
-    /// grab attempts retry). Nil when the server gives no usable answer.
-    func keyboardGrabbedByOther() -> Bool? {
-        let result = XGrabKeyboard(display, root, 0, GrabModeAsync, GrabModeAsync, 0)
+    /// Does another client hold the grab of `device`? X never tells which client:
+    /// our own XGrabKeyboard or XGrabPointer answers AlreadyGrabbed (or GrabFrozen) for
+    /// anyone's grab; if we get the grab, it is released at once (one round trip; the
+    /// locker's own grab attempts retry). Nil when the server gives no usable answer.
+    func grabbedByOther(_ device: GrabbedDevice) -> Bool? {
+        let result = switch device {
+        case .keyboard: XGrabKeyboard(display, root, 0, GrabModeAsync, GrabModeAsync, 0)
+        // No events asked for, no confinement, no cursor change.
+        case .pointer: XGrabPointer(display, root, 0, 0, GrabModeAsync, GrabModeAsync, 0, 0, 0)
+        }
         switch result {
         case GrabSuccess:
-            XUngrabKeyboard(display, 0)
+            switch device {
+            case .keyboard: XUngrabKeyboard(display, 0)
+            case .pointer: XUngrabPointer(display, 0)
+            }
             XFlush(display)
             return false
         case AlreadyGrabbed, GrabFrozen:

@@ -378,7 +378,7 @@ struct MonthSimulation {
                 terminated(role)
             case .log, .announce, .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer, .turnScreenOff, .restoreScreenSettings:
                 break
-            case .probeKeyboard:
+            case .probeGrabs:
                 // The edge answers at once: a running locker grabs the keyboard within
                 // the first probe, as i3lock does.
                 probeAnswerDue = true
@@ -389,7 +389,7 @@ struct MonthSimulation {
             // Looked at before the locker's start, the keyboard is free (nothing else grabs here).
             let beforeStart = probeBeforeStart
             probeBeforeStart = false
-            deliver(.lockerFact(.keyboard(KeyboardReading(grabbed: !beforeStart && lockerAlive, lockerRuns: !beforeStart))))
+            deliver(.lockerFact(.grabs(GrabReading(grabbed: !beforeStart && lockerAlive, lockerRuns: !beforeStart))))
         }
 
         // One lock, then one unlock, then the next lock.

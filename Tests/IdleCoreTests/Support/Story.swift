@@ -77,6 +77,8 @@ struct Story {
     var lockerGrabsKeyboard = true
     /// Whether something else holds the keyboard (a detached locker that forked, a menu).
     var keyboardHeldByOther = false
+    /// Whether something else holds the pointer (a drag, a screenshot tool's selection).
+    var pointerHeldByOther = false
     /// What the edge tells of the locker's windows while the keyboard is grabbed: nil as
     /// where X cannot tell (no X-Resource), true when a window of the locker shows.
     var lockerWindowShown: Bool?
@@ -96,11 +98,12 @@ struct Story {
         actions += out
         // The edge answers the grab probe at once, as the agent does. It looks when it
         // carries the probe out: before the locker's start when a start follows.
-        if let probe = out.firstIndex(of: .probeKeyboard) {
+        if let probe = out.firstIndex(of: .probeGrabs) {
             let beforeStart = out[probe...].contains { if case .run(.locker, _, _) = $0 { true } else { false } }
             let lockerRuns = !beforeStart && machine.isLocked
             let grabbed = keyboardHeldByOther || (lockerRuns && lockerGrabsKeyboard)
-            out += send(.lockerFact(.keyboard(KeyboardReading(grabbed: grabbed, lockerRuns: lockerRuns,
+            let pointerGrabbed = pointerHeldByOther || (lockerRuns && lockerGrabsKeyboard)
+            out += send(.lockerFact(.grabs(GrabReading(grabbed: grabbed, pointerGrabbed: pointerGrabbed, lockerRuns: lockerRuns,
                                                               lockerWindowShown: grabbed && lockerRuns ? lockerWindowShown : nil))))
         }
         // And where the pointer is, for hot corners.

@@ -40,3 +40,10 @@ extension Duration {
         return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
     }
 }
+
+/// CLOCK_MONOTONIC in milliseconds: the clock TestLocker writes its times in.
+func monotonicMilliseconds() -> Int {
+    var t = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return t.tv_sec * 1000 + t.tv_nsec / 1_000_000
+}
