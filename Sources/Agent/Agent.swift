@@ -157,6 +157,12 @@ public final class Agent {
         agent.loop.run()
     }
 
+    /// The agent's machine: its inhibitor ids (D-Bus cookies) each drawn from the
+    /// kernel's random source.
+    static func machine(config: AgentConfig, now: Instant) -> IdleMachine {
+        IdleMachine(config: config, now: now, cookies: .kernel)
+    }
+
     /// logind's word on the agent's session (its own, or for a systemd user unit its
     /// user's display session), asked on a connection of its own within 2 s; where
     /// the environment disagrees it is corrected, so that the X connection, the
@@ -195,9 +201,7 @@ public final class Agent {
         loop = EventLoop()
         children = ChildProcesses()
         children.lockerRecord = record
-        // Inhibitor ids are D-Bus cookies: drawn from a random seed (getrandom), so not guessable.
-        var random = SystemRandomNumberGenerator()
-        machine = IdleMachine(config: config, now: SystemClock.now(), seed: random.next())
+        machine = Agent.machine(config: config, now: SystemClock.now())
         // Before anything can fire: a locker left by an earlier agent still runs.
         adopted = record?.adopt(executable: policyLocker?.executable)
         do {

@@ -97,10 +97,30 @@ struct TokenBucket: Sendable {
     }
 }
 
+/// Where inhibitor ids (D-Bus cookies) come from. The agent draws each from the
+/// kernel's random source, so that no client can tell another's cookie from its
+/// own (three outputs of a seeded generator give its state away); tests and
+/// simulations draw from a seed, to be repeatable.
+public struct CookieSource: Sendable {
+    private var seeded: SplitMix64?
+
+    /// getrandom(2), through the standard library's system generator.
+    public static let kernel = CookieSource(seeded: nil)
+    public static func seeded(_ seed: UInt64) -> CookieSource { CookieSource(seeded: SplitMix64(seed: seed)) }
+
+    public var isKernel: Bool { seeded == nil }
+
+    mutating func next() -> UInt64 {
+        if seeded != nil { return seeded!.next() }
+        var kernel = SystemRandomNumberGenerator()
+        return kernel.next()
+    }
+}
+
 /// The hold bookkeeping the machine keeps besides the inhibitors themselves.
 struct HoldBook: Sendable {
-    /// Inhibitor ids: drawn at random, so that no client can guess another's cookie.
-    var ids: SplitMix64
+    /// Inhibitor ids (D-Bus cookies).
+    var ids: CookieSource
     /// Sources that have not yet said what they hold at start, and until when the
     /// first stage waits for them.
     var awaiting: Set<InhibitorSource> = []
@@ -119,7 +139,7 @@ struct HoldBook: Sendable {
     var heldSince: BoottimeInstant?
     var budgetSpent = false
 
-    init(seed: UInt64) { ids = SplitMix64(seed: seed) }
+    init(cookies: CookieSource) { ids = cookies }
 
     mutating func forget(_ owners: (HoldOwner) -> Bool) {
         refused = refused.filter { !owners($0.key) }

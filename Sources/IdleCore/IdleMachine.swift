@@ -92,13 +92,21 @@ public struct IdleMachine: Sendable {
     /// milliseconds, at slightly different instants: server activity this close to
     /// the last one known is the same activity, not new input.
     static let counterJitter = Millis(2)
+    /// A machine whose cookies come from `seed`: repeatable, for tests and simulations.
+    public init(config: AgentConfig, now: Instant, seed: UInt64 = 0x5eed) {
+        self.init(config: config, now: now, cookies: .seeded(seed))
+    }
+
+    public var cookiesFromTheKernel: Bool { holds.ids.isKernel }
+
     /// How long after the switch back the server's counter may still restart for it.
     static let switchBackSettle = Millis.seconds(2)
 
-    /// `seed` draws the inhibitor ids (the edge gives a random one: cookies must not be guessable).
-    public init(config: AgentConfig, now: Instant, seed: UInt64 = 0x5eed) {
+    /// `cookies`: where the inhibitor ids come from (the agent: the kernel's random
+    /// source; a seed for tests and simulations).
+    public init(config: AgentConfig, now: Instant, cookies: CookieSource) {
         self.config = config
-        self.holds = HoldBook(seed: seed)
+        self.holds = HoldBook(cookies: cookies)
         self.supervisor = LockerSupervisor(grabDeadline: config.lockerGrabDeadline, shortestHold: config.lockerShortestHold)
         self.lastActivityAt = now
         self.listeningSince = now

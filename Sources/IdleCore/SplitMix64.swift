@@ -1,6 +1,7 @@
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and the same sequence on every
-/// platform, so a seed names one simulated month for good. The tests' simulations
-/// and the core's benchmark draw from it; the agent itself never needs chance.
+/// platform, so a seed names one simulated month for good. The tests' simulations,
+/// their cookies and the core's benchmark draw from it; the agent's cookies come
+/// from the kernel (`CookieSource.kernel`): three outputs give this one's state away.
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
