@@ -156,6 +156,7 @@ public final class Agent {
             perform(.lockerAdopted)
             perform(.lockerFact(.keyboard(probeKeyboard())))
         }
+        if !config.xtestInputCounts { x.ignoreXtest() }
         x.listen(true)
         perform(.start(serverIdle: x.idleTime() ?? .zero, awaiting: awaiting))
     }
