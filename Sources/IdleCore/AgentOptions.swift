@@ -125,7 +125,7 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--socket", "PATH", "Control socket (default: $XDG_RUNTIME_DIR/xidlelock/DISPLAY.sock).") { o, v throws(UsageError) in
             o.socket = try socketPath(v)
         },
-        OptionSpec("--secure", nil, "Nothing may hold the lock off or stop the agent (for managed machines): only input on this X server's devices counts as activity (no screensaver resets, pointer warps or SimulateUserActivity); refuse disable, inhibit, toggle, reset and quit over the socket, the buses' and the X server's inhibitors, --not-when-fullscreen, --not-when-audio and - corners.") { o, _ in
+        OptionSpec("--secure", nil, "Nothing may hold the lock off or stop the agent (for managed machines): only input on this X server's devices counts as activity (no XTEST input, as --ignore-xtest, no screensaver resets, pointer warps or SimulateUserActivity); refuse disable, inhibit, toggle, reset and quit over the socket, the buses' and the X server's inhibitors, --not-when-fullscreen, --not-when-audio and - corners.") { o, _ in
             o.secure = true
         },
         OptionSpec("--no-lock-before-sleep", nil, "Do not lock when logind announces a suspend (by default the sleep waits until the locker covers the screen).") { o, _ in
