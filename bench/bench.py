@@ -391,6 +391,9 @@ HEURISTICS = {
     "all on, a stream plays": ["--not-when-fullscreen", "--not-when-audio", "--corners", "+-0+"],
     # UPower followed on a system bus (python3-dbusmock's upower template), a screen-off
     # timer set, a stage that fires through audio holds.
+    # Its burst is XTest input: the agent never pauses listening, and fetches every
+    # event's data to look its device up (the worst case of the filter).
+    "--ignore-xtest, an XTest flood": ["--ignore-xtest"],
     "UPower, screen off, a stage ignore=audio": ["--lock-after-on-battery", "30m", "--screen-off-after-lock", "30s",
                                                   "--stage", "dim=50m on-battery=20m ignore=audio:true"],
 }

@@ -215,6 +215,7 @@ public final class Agent {
             perform(.lockerAdopted)
             perform(.lockerFact(.grabs(probeGrabs())))
         }
+        if !config.xtestInputCounts { x.ignoreXtest() }
         x.listen(true)
         perform(.start(serverIdle: x.idleTime() ?? .zero, awaiting: awaiting))
     }

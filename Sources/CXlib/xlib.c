@@ -28,6 +28,7 @@
     F(X11, int, XSync, (Display *d, Bool discard), (d, discard)) \
     F(X11, int, XPending, (Display *d), (d)) \
     F(X11, int, XNextEvent, (Display *d, XEvent *event), (d, event)) \
+    F(X11, Bool, XGetEventData, (Display *d, XGenericEventCookie *cookie), (d, cookie)) \
     F(X11, int, XFree, (void *data), (data)) \
     F(X11, Bool, XQueryExtension, (Display *d, _Xconst char *name, int *opcode, int *event, int *error), \
       (d, name, opcode, event, error)) \
@@ -59,6 +60,10 @@
     F(Xss, Status, XScreenSaverQueryInfo, (Display *d, Drawable drawable, XScreenSaverInfo *info), (d, drawable, info)) \
     F(Xi, Status, XIQueryVersion, (Display *d, int *major, int *minor), (d, major, minor)) \
     F(Xi, int, XISelectEvents, (Display *d, Window w, XIEventMask *masks, int count), (d, w, masks, count)) \
+    F(Xi, XIDeviceInfo *, XIQueryDevice, (Display *d, int deviceid, int *count), (d, deviceid, count)) \
+    F(Xi, Status, XIGetProperty, (Display *d, int deviceid, Atom property, long offset, long length, Bool delete, \
+      Atom type, Atom *actualType, int *format, unsigned long *count, unsigned long *after, unsigned char **data), \
+      (d, deviceid, property, offset, length, delete, type, actualType, format, count, after, data)) \
     F(Xrandr, Status, XRRQueryVersion, (Display *d, int *major, int *minor), (d, major, minor)) \
     F(Xrandr, XRRMonitorInfo *, XRRGetMonitors, (Display *d, Window w, Bool active, int *count), (d, w, active, count)) \
     F(XRes, Bool, XResQueryExtension, (Display *d, int *event, int *error), (d, event, error)) \
@@ -76,6 +81,8 @@
 
 /* The functions of the list that return nothing. */
 #define XIL_XLIB_PROCEDURES(F) \
+    F(X11, void, XFreeEventData, (Display *d, XGenericEventCookie *cookie), (d, cookie)) \
+    F(Xi, void, XIFreeDeviceInfo, (XIDeviceInfo *info), (info)) \
     F(Xss, void, XScreenSaverSelectInput, (Display *d, Drawable drawable, unsigned long mask), (d, drawable, mask)) \
     F(Xrandr, void, XRRFreeMonitors, (XRRMonitorInfo *monitors), (monitors)) \
     F(XRes, void, XResClientIdsDestroy, (long count, XResClientIdValue *ids), (count, ids))

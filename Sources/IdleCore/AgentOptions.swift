@@ -26,6 +26,8 @@ public struct AgentOptions: Equatable, Sendable {
     public var onUnlock: String?
     public var onUnlockInterval = Millis.zero
     public var ignoreScreensaverReset = false
+    /// `--ignore-xtest`: input faked through XTEST (xdotool, jigglers, x11vnc) is not activity.
+    public var ignoreXtest = false
     public var suspendResetsIdle = false
     public var verbosity = Verbosity.normal
     /// Stages given with --stage, in the order given.
@@ -103,6 +105,9 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--ignore-screensaver-reset", nil, "Count only real input as activity, not screensaver resets (video players, xset s reset) or pointer warps.") { o, _ in
             o.ignoreScreensaverReset = true
         },
+        OptionSpec("--ignore-xtest", nil, "Count no input faked through XTEST as activity (xdotool, mouse jigglers, x11vnc: such a session locks while in use), nor the idle-counter resets it makes (screensaver resets look the same, and do not count either). A locker still gets its keys.") { o, _ in
+            o.ignoreXtest = true
+        },
         OptionSpec("--suspend-resets-idle", nil, "A suspend restarts the idle time instead of counting as idle time (xautolock's -detectsleep).") { o, _ in
             o.suspendResetsIdle = true
         },
@@ -123,7 +128,7 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--socket", "PATH", "Control socket (default: $XDG_RUNTIME_DIR/xidlelock/DISPLAY.sock).") { o, v throws(UsageError) in
             o.socket = try socketPath(v)
         },
-        OptionSpec("--secure", nil, "Nothing may hold the lock off or stop the agent (for managed machines): only input on this X server's devices counts as activity (no screensaver resets, pointer warps or SimulateUserActivity); refuse disable, inhibit, toggle, reset and quit over the socket, the buses' and the X server's inhibitors, --not-when-fullscreen, --not-when-audio and - corners.") { o, _ in
+        OptionSpec("--secure", nil, "Nothing may hold the lock off or stop the agent (for managed machines): only input on this X server's devices counts as activity (no XTEST input, as --ignore-xtest, no screensaver resets, pointer warps or SimulateUserActivity); refuse disable, inhibit, toggle, reset and quit over the socket, the buses' and the X server's inhibitors, --not-when-fullscreen, --not-when-audio and - corners.") { o, _ in
             o.secure = true
         },
         OptionSpec("--no-lock-before-sleep", nil, "Do not lock when logind announces a suspend (by default the sleep waits until the locker covers the screen).") { o, _ in
@@ -290,7 +295,9 @@ public struct AgentOptions: Equatable, Sendable {
             onUnlock: onUnlock,
             onUnlockInterval: onUnlockInterval,
             // Under --secure only the user's input counts: no reset, warp or SimulateUserActivity.
-            screensaverResetCountsAsActivity: !ignoreScreensaverReset && !secure,
+            // Nor under --ignore-xtest: XTEST input restarts the server's counter too, and
+            // a restart without input counted cannot be told from it.
+            screensaverResetCountsAsActivity: !ignoreScreensaverReset && !ignoreXtest && !secure,
             suspendCountsAsIdle: !suspendResetsIdle
         )
         config.lockBeforeSleep = lockBeforeSleep && logind
@@ -309,6 +316,7 @@ public struct AgentOptions: Equatable, Sendable {
             config.corners = CornerSettings(corners: corners, delay: cornerDelay)
         }
         config.secure = secure
+        config.xtestInputCounts = !ignoreXtest && !secure
         config.allowedInhibitors = allowedInhibitors
         config.maxInhibit = maxInhibit
         config.logindInhibitors = LogindInhibitorPolicy(rawValue: logindInhibitors) ?? .own
@@ -334,6 +342,9 @@ public struct AgentOptions: Equatable, Sendable {
         ]
         if ignoreScreensaverReset {
             report.append(ReportedSetting(name: "ignore-screensaver-reset", value: "yes", from: from("--ignore-screensaver-reset")))
+        }
+        if ignoreXtest {
+            report.append(ReportedSetting(name: "ignore-xtest", value: "yes", from: from("--ignore-xtest")))
         }
         if lockOnSwitch { report.append(ReportedSetting(name: "lock-on-switch", value: "yes", from: from("--lock-on-switch"))) }
         if lockAtStart { report.append(ReportedSetting(name: "lock-at-start", value: "yes", from: from("--lock-at-start"))) }

@@ -71,6 +71,11 @@ public struct AgentConfig: Equatable, Sendable {
     public var onUnlockInterval: Millis
     /// Default true: an `XResetScreenSaver` (video players) or a pointer warp counts as activity.
     public var screensaverResetCountsAsActivity: Bool
+    /// Default true: input faked through XTEST (xdotool, jigglers, x11vnc) counts as
+    /// activity. False (`--ignore-xtest`, `--secure`): the edge drops it, and the
+    /// counter resets it makes do not count either (`screensaverResetCountsAsActivity`
+    /// is false with it).
+    public var xtestInputCounts = true
     /// Default true: time spent suspended counts as idle time. False is xautolock's `-detectsleep`.
     public var suspendCountsAsIdle: Bool
     /// How long after its start the locker has to be seen grabbing the keyboard.
@@ -135,6 +140,9 @@ public struct AgentConfig: Equatable, Sendable {
         self.lockerShortestHold = lockerShortestHold
         self.inputPause = inputPause
     }
+
+    /// The flag that makes only real input count, as the log and refusals name it.
+    var onlyInputFlag: String { xtestInputCounts || secure ? "--ignore-screensaver-reset" : "--ignore-xtest" }
 
     /// Stable sort by idle time, so stages with equal times fire in the order given.
     static func ordered(_ stages: [Stage]) -> [Stage] {

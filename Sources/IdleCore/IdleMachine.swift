@@ -343,7 +343,7 @@ public struct IdleMachine: Sendable {
             if !explainedByInput {
                 report(.resetWithoutInput, config.screensaverResetCountsAsActivity
                     ? "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp); counting that as activity, as --ignore-screensaver-reset would not"
-                    : "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp); ignoring it (--ignore-screensaver-reset)",
+                    : "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp\(config.xtestInputCounts ? "" : ", or XTEST input such as xdotool's")); ignoring it (\(config.onlyInputFlag))",
                     &out)
             }
             // The switch back to this session restarts the server's counter (measured on
@@ -413,7 +413,7 @@ public struct IdleMachine: Sendable {
         let refusal: String? = if config.secure {
             "the agent runs with --secure: only input counts as activity"
         } else if source != .socket && !config.screensaverResetCountsAsActivity {
-            "only input counts as activity (--ignore-screensaver-reset)"
+            "only input counts as activity (\(config.onlyInputFlag))"
         } else {
             nil
         }

@@ -19,6 +19,9 @@ public struct Policy: Equatable, Sendable {
     /// Only real input counts as activity: no screensaver reset, pointer warp or
     /// SimulateUserActivity keeps the screen unlocked.
     public var ignoreScreensaverReset = false
+    /// Input faked through XTEST (a software jiggler, xdotool, a remote session) is not
+    /// activity, nor are the server's counter resets it makes.
+    public var ignoreXtest = false
     /// Lock the moment another session comes to the front.
     public var lockOnSwitch = false
     /// Lock the moment the agent starts.
@@ -56,6 +59,9 @@ public struct Policy: Equatable, Sendable {
         },
         OptionSpec("--ignore-screensaver-reset", nil, "As --ignore-screensaver-reset: only real input counts as activity.") { p, _ in
             p.ignoreScreensaverReset = true
+        },
+        OptionSpec("--ignore-xtest", nil, "As --ignore-xtest: input faked through XTEST (xdotool, jigglers, remote sessions) is not activity.") { p, _ in
+            p.ignoreXtest = true
         },
         OptionSpec("--lock-on-switch", nil, "As --lock-on-switch: lock the moment another session comes to the front.") { p, _ in
             p.lockOnSwitch = true
@@ -249,6 +255,11 @@ extension AgentOptions {
             ignoreScreensaverReset = true
             origins["--ignore-screensaver-reset"] = .policy(path: path)
             changes.append("ignore-screensaver-reset: only real input counts as activity")
+        }
+        if policy.ignoreXtest && !ignoreXtest {
+            ignoreXtest = true
+            origins["--ignore-xtest"] = .policy(path: path)
+            changes.append("ignore-xtest: input faked through XTEST (xdotool, jigglers, remote sessions) is not activity")
         }
         return changes
     }

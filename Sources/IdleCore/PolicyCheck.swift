@@ -160,6 +160,9 @@ public enum PolicyCheck {
             case "ignore-screensaver-reset":
                 if secureByPolicy && settings["secure"] == "yes" { return (true, "\(file) sets secure, which counts only real input") }
                 return flag("ignore-screensaver-reset", "only real input counts as activity")
+            case "ignore-xtest":
+                if secureByPolicy && settings["secure"] == "yes" { return (true, "\(file) sets secure, which counts no XTEST input") }
+                return flag("ignore-xtest", "XTEST input (xdotool, jigglers, remote sessions) is not activity")
             case "lock-on-switch":
                 let (met, detail) = flag(r.name, "the screen locks when another session comes to the front")
                 guard met else { return (met, detail) }

@@ -196,6 +196,24 @@ struct PolicyTests {
         #expect(unsecured.config(locker: "x").refusal(for: .dbus) == nil)
     }
 
+    @Test("ignore-xtest is enforced over flags and files: XTEST input does not count, and status says so")
+    func ignoreXtest() throws {
+        let options = try #require(try agentOptions([], [policyFile: "ignore-xtest\n"]))
+        #expect(options.ignoreXtest)
+        #expect(!options.secure, "only this of secure")
+        #expect(options.origins["--ignore-xtest"] == .policy(path: policyFile))
+        #expect(options.policy?.changes == ["ignore-xtest: input faked through XTEST (xdotool, jigglers, remote sessions) is not activity"])
+        let config = options.config(locker: "x")
+        #expect(!config.xtestInputCounts)
+        #expect(!config.screensaverResetCountsAsActivity, "the counter resets XTEST input makes do not count either")
+        #expect(config.settings.contains(ReportedSetting(name: "ignore-xtest", value: "yes", from: "policy \(policyFile)")))
+        let flagged = try #require(try agentOptions(["--ignore-xtest"], [:]))
+        #expect(flagged.config(locker: "x").settings.contains(ReportedSetting(name: "ignore-xtest", value: "yes", from: "flag")))
+        #expect(try #require(try agentOptions([], [:])).config(locker: "x").xtestInputCounts, "by default XTEST input counts")
+        let filed = try #require(try agentOptions([], [userConfig: "ignore-xtest\n"]))
+        #expect(filed.ignoreXtest, "a config file takes it as it takes the other flags")
+    }
+
     @Test("a policy line it cannot read never stops the agent: it is an error in the report and the agent becomes secure")
     func brokenPolicyFailsClosed() throws {
         let options = try #require(try agentOptions([], [policyFile: "max-lock-after 5m\nmax-lock-after ten minutes\nallow-everything\n"]))

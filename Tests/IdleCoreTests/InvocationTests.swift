@@ -156,7 +156,7 @@ struct AgentFlagTests {
         #expect(run.options.map(\.flag) == [
             "--lock-after", "--lock-after-on-battery", "--screen-off-after-lock", "--screen-off-after-lock-on-battery",
             "--locker", "--notify-before", "--notifier", "--on-unlock",
-            "--on-unlock-interval", "--ignore-screensaver-reset", "--suspend-resets-idle",
+            "--on-unlock-interval", "--ignore-screensaver-reset", "--ignore-xtest", "--suspend-resets-idle",
             "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--lock-on-switch", "--lock-at-start",
             "--lock-on-card-removal", "--card-atr", "--before-sleep",
             "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-screensaver-service",

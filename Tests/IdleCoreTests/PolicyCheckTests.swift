@@ -70,6 +70,20 @@ struct PolicyCheckTests {
         #expect(!other.met, "\(other.text)")
     }
 
+    @Test("ignore-xtest: met when the admin's policy sets it or secure; not when only the user's flag does")
+    func ignoreXtest() throws {
+        let profile = try Self.requirements("ignore-xtest\n")
+        func detail(_ flags: [String], _ policy: String?) throws -> (Bool, String) {
+            let report = PolicyCheck.check(profile, path: Self.profilePath, status: try Self.status(flags, policy: policy), ownership: Self.anyOwner)
+            let r = try #require(report.requirements.first { $0.requirement == "ignore-xtest" })
+            return (r.met, r.detail)
+        }
+        #expect(try detail([], "ignore-xtest\n") == (true, "XTEST input (xdotool, jigglers, remote sessions) is not activity; set by /etc/xidlelock/policy"))
+        #expect(try detail([], "secure\n") == (true, "/etc/xidlelock/policy sets secure, which counts no XTEST input"))
+        #expect(try detail(["--ignore-xtest"], "max-lock-after 1h\n").0 == false)
+        #expect(try detail([], "max-lock-after 1h\n").0 == false)
+    }
+
     @Test("each requirement the agent does not meet is named with why")
     func notMet() throws {
         // The user's own flags meet some of it, but nothing stops the user undoing them.

@@ -11,6 +11,8 @@ import Testing
 /// Timing: lock times of 3–4 s; a lock is due at the lock time, within the harness's
 /// usual window (`latestLock`), or as the test says under a flood; "no lock" is watched
 /// over a bounded window. Each test prints an `attack figure:` line with what it measured.
+/// Under `--secure` the harness's input (XTest) is not activity: there the last input
+/// is the key before the agent's start, which the agent reads off the server's counter.
 extension Sandbox {
     /// bus.py as another local user (`nobody`), as any user of the machine could run it:
     /// it reaches the system bus (the sandbox is open to it) and writes no file.
@@ -271,6 +273,7 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
         let lockAfter = 3000
         try await Sandbox.with(buses: true) { s in
             try await s.x("xdotool", "key", "shift")
+            let keyAt = ContinuousClock.now
             let agent = try await s.startControlledAgent(["--lock-after", "\(lockAfter)ms", "--secure", "--locker", Script.locker])
             let linesBefore = agent.log.split(separator: "\n").count
             let baseline = ProcInfo.memoryKB(agent.pid)
@@ -278,11 +281,11 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
                 try s.startBusHelper(["ss-flood", k == 1 ? Self.screenSaver : "/ScreenSaver", "10"], output: "flood\(k).out")
             }
             try await s.waitUntil("both floods to begin") { (1...2).allSatisfy { s.contents("flood\($0).out").contains("flooding") } }
-            try await s.x("xdotool", "key", "shift")
-            let keyAt = ContinuousClock.now
+            #expect(!s.exists("lock.idle"), "locked before the floods began: the test measured nothing\n\(agent.log)")
             // The user's own commands still reach the agent during the flood.
+            let statusAsked = ContinuousClock.now
             let status = try await s.client("status")
-            let statusTook = (ContinuousClock.now - keyAt).milliseconds
+            let statusTook = (ContinuousClock.now - statusAsked).milliseconds
             let watch = try await s.watchFlood(agent, floods: floods, since: keyAt, timeout: .seconds(40))
             let idle = s.lines("lock.idle").first.flatMap { Int($0) }
             // The log once the agent has caught up: it answers, and no line came for a second.
@@ -385,7 +388,7 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
                                                           "--locker", Script.locker])
             _ = try s.startBusHelper(["ss-repeat", Self.screenSaver, "SimulateUserActivity", "0.5", "8"], output: "simulate.out")
             try await s.waitUntil("the first SimulateUserActivity") { s.contents("simulate.out").contains("called") }
-            try await s.x("xdotool", "key", "shift")
+            #expect(!s.exists("lock.idle"), "locked before the first SimulateUserActivity: the test measured nothing\n\(agent.log)")
             let idle = try await s.waitForLock(within: .seconds(16))
             print("attack figure (10a. SimulateUserActivity every 0.5 s, --secure --ignore-screensaver-reset): "
                   + (idle.map { "locked at \($0) ms of idle, \($0 - lockAfter) ms late" } ?? "never locked within 16 s"))
@@ -395,10 +398,12 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
     }
 
     /// The locker starts `lockAfter` after the key, though resets keep the server's own
-    /// idle counter near zero: measured on the test's clock from the key press.
-    func expectLockDespiteResets(_ s: Sandbox, _ agent: AgentProcess, lockAfter: Int, figure: String) async throws {
-        try await s.x("xdotool", "key", "shift")
-        let keyAt = ContinuousClock.now
+    /// idle counter near zero: measured on the test's clock from the key press. Under
+    /// `--secure` the key is not input: give the one before the agent's start as `lastKey`.
+    func expectLockDespiteResets(_ s: Sandbox, _ agent: AgentProcess, lockAfter: Int, figure: String,
+                                 lastKey: ContinuousClock.Instant? = nil) async throws {
+        if lastKey == nil { try await s.x("xdotool", "key", "shift") }
+        let keyAt = lastKey ?? ContinuousClock.now
         let seen = try await s.waitForLock(within: .seconds(16))
         let after = (ContinuousClock.now - keyAt).milliseconds
         print("attack figure (\(figure)): " + (seen != nil ? "locked \(after) ms after the last key, \(after - lockAfter) ms late" : "never locked within 16 s"))
@@ -413,10 +418,12 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
         let lockAfter = 3000
         try await Sandbox.with { s in
             try await s.x("xdotool", "key", "shift")
+            let keyAt = ContinuousClock.now
             let agent = try await s.startControlledAgent(["--lock-after", "\(lockAfter)ms", "--secure", "--locker", Script.locker])
             _ = try s.startRepeating("xset s reset", every: "0.1", seconds: 10, output: "resets.out")
             try await s.waitUntil("the first reset") { s.contents("resets.out").contains("started") }
-            try await expectLockDespiteResets(s, agent, lockAfter: lockAfter, figure: "10b. xset s reset every 100 ms, --secure")
+            #expect(!s.exists("lock.idle"), "locked before the first reset: the test measured nothing\n\(agent.log)")
+            try await expectLockDespiteResets(s, agent, lockAfter: lockAfter, figure: "10b. xset s reset every 100 ms, --secure", lastKey: keyAt)
         }
     }
 

@@ -28,10 +28,17 @@ final class XInputSource: EventSource {
     /// A hang-up reaches Xlib's I/O error handler in the drain.
     func dispatch(_ events: PollEvents) { drain() }
 
+    /// XTEST input was seen and not counted (said once).
+    private var saidXtest = false
+
     private func drain() {
         while true {
             x.listen(wantsInput())
             let drained = x.drainInput()
+            if drained.xtest > 0 && !saidXtest {
+                saidXtest = true
+                Log.write(.info, "input from an XTEST device (xdotool, a mouse jiggler, x11vnc or another remote session) is not counted as activity (--ignore-xtest; said once)")
+            }
             if drained.saverOn { onSaverOn() }
             if !drained.windowChanges.isEmpty { onWindowChanges(drained.windowChanges) }
             if drained.input > 0 { onInput() }

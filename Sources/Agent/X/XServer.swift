@@ -16,6 +16,9 @@ final class XServer {
     private let saverEventBase: Int32
     /// Whether raw input is selected now.
     private(set) var listening = false
+    /// `--ignore-xtest`: the XTEST devices, whose raw events are not input; nil while
+    /// XTEST input counts (the events' data is then never fetched).
+    private(set) var xtestDevices: XtestDevices?
 
     /// Opens the display named by `$DISPLAY` and checks the extensions the agent needs
     /// (`xidlelock idle` does without this type: see IdleQuery).
@@ -115,6 +118,53 @@ final class XServer {
             _ = XISelectEvents(display, root, &mask, 1)
         }
         XFlush(display)
+    }
+
+    /// Stops counting raw events from XTEST devices as input, and follows the devices
+    /// as they come and go (`xinput create-master` makes a master with XTEST slaves of
+    /// its own). The hierarchy is selected before it is read: a change in between is
+    /// then seen as an event, and read again.
+    func ignoreXtest() {
+        var bits = [UInt8](repeating: 0, count: 4)  // XIMaskLen(XI_LASTEVENT)
+        xil_xi_set_mask(&bits, XI_HierarchyChanged)
+        bits.withUnsafeMutableBufferPointer { buffer in
+            var mask = XIEventMask(deviceid: XIAllDevices, mask_len: Int32(buffer.count), mask: buffer.baseAddress)
+            _ = XISelectEvents(display, root, &mask, 1)
+        }
+        readXtestDevices()
+    }
+
+    /// Reads which devices are XTEST devices: one round trip for the list, one per slave
+    /// for its "XTEST Device" property; at start and at each change of the hierarchy.
+    private func readXtestDevices() {
+        let property = XInternAtom(display, "XTEST Device", 1)  // only if it exists
+        var count: Int32 = 0
+        var found = XtestDevices()
+        if let devices = XIQueryDevice(display, XIAllDevices, &count) {
+            for device in UnsafeBufferPointer(start: devices, count: Int(count))
+            where device.use == XISlavePointer || device.use == XISlaveKeyboard || device.use == XIFloatingSlave {
+                let name = device.name.map { String(cString: $0) } ?? ""
+                if XtestDevices.isXtest(name: name, hasXtestProperty: property != 0 && hasProperty(device.deviceid, property)) {
+                    found.insert(device.deviceid)
+                }
+            }
+            XIFreeDeviceInfo(devices)
+        }
+        if found != xtestDevices {
+            Log.write(.debug, "XTEST devices (their input is not activity): \(found.ids.map(String.init).joined(separator: ", "))")
+        }
+        xtestDevices = found
+    }
+
+    private func hasProperty(_ device: Int32, _ property: Atom) -> Bool {
+        var type: Atom = 0
+        var format: Int32 = 0
+        var count: UInt = 0
+        var after: UInt = 0
+        var data: UnsafeMutablePointer<UInt8>?
+        guard XIGetProperty(display, device, property, 0, 1, 0, 0, &type, &format, &count, &after, &data) == Success else { return false }
+        if let data { XFree(data) }
+        return type != 0  // None: the device has no such property
     }
 
     /// The server's idle counter (what xprintidle prints), or nil if it cannot be read.
@@ -350,6 +400,8 @@ final class XServer {
     struct Drained {
         /// Raw input events (key, button, motion, touch).
         var input = 0
+        /// Raw events from XTEST devices, not counted in `input` (`--ignore-xtest`).
+        var xtest = 0
         /// The server's own saver turned on.
         var saverOn = false
         /// Property changes and ends of windows the agent follows (`--not-when-fullscreen`).
@@ -363,7 +415,8 @@ final class XServer {
     }
 
     /// Reads every event Xlib has or can read without blocking. The cookie data is
-    /// never fetched: the agent only needs to know that input happened, and Xlib
+    /// not fetched unless XTEST input is to be told apart, and then only until the
+    /// first real input: the agent only needs to know that input happened, and Xlib
     /// frees unclaimed cookies itself.
     func drainInput() -> Drained {
         var drained = Drained()
@@ -371,7 +424,13 @@ final class XServer {
         while XPending(display) > 0 {
             XNextEvent(display, &event)
             if event.type == GenericEvent && event.xcookie.extension == xinputOpcode {
-                drained.input += 1
+                if event.xcookie.evtype == XI_HierarchyChanged {
+                    readXtestDevices()
+                } else if let xtest = xtestDevices, drained.input == 0, isXtest(&event, xtest) {
+                    drained.xtest += 1
+                } else {
+                    drained.input += 1
+                }
             } else if event.type == saverEventBase {  // + ScreenSaverNotify (0)
                 let notify = withUnsafePointer(to: &event) {
                     $0.withMemoryRebound(to: XScreenSaverNotifyEvent.self, capacity: 1) { $0.pointee }
@@ -384,6 +443,16 @@ final class XServer {
             }
         }
         return drained
+    }
+
+    /// Whether a raw event came from an XTEST device (its `sourceid`). Fetched on the
+    /// event's own storage, as Xlib requires; an event whose data cannot be had is input.
+    private func isXtest(_ event: inout XEvent, _ xtest: XtestDevices) -> Bool {
+        withUnsafeMutablePointer(to: &event.xcookie) { cookie in
+            guard XGetEventData(display, cookie) != 0, let data = cookie.pointee.data else { return false }
+            defer { XFreeEventData(display, cookie) }
+            return xtest.contains(data.assumingMemoryBound(to: XIRawEvent.self).pointee.sourceid)
+        }
     }
 
     // MARK: Other clients' windows (EWMH)

@@ -9,7 +9,7 @@
  * Xlib by its own names. 0 once loaded (again: 0 at once), or -1 with the reason
  * in `error`. Calling an Xlib function before this succeeded is a bug: it aborts. */
 int xil_xlib_load(char *error, size_t size);
-/* libXi (raw input: XIQueryVersion, XISelectEvents), the same way; the agent's
+/* libXi (raw input: XIQueryVersion, XISelectEvents; the devices: XIQueryDevice), the same way; the agent's
  * connection loads it. */
 int xil_xi_load(char *error, size_t size);
 /* libXrandr (the monitors: XRRQueryVersion, XRRGetMonitors, XRRFreeMonitors), the
