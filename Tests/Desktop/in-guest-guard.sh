@@ -10,7 +10,8 @@
 #   xdl-guard.sh logoff SID SECONDS CMD... runs CMD as alice (her session's environment), then
 #                                          waits until logind has removed session SID; prints the
 #                                          seconds from just before CMD (alice's shell's clock) to
-#                                          the session closing (logind ending it), and to it gone
+#                                          the session closing (logind ending it), and to it gone,
+#                                          and that clock's time just before CMD
 #   xdl-guard.sh killer SECONDS [unit|i3]  as alice, in the background: kill -9 her agent (each
 #                                          xidlelock in the unit's cgroup; with i3, the one running)
 #                                          every 0.2 s for SECONDS (its pid in /tmp/xdl-killer.pid,
@@ -47,11 +48,11 @@ logoff)
     t0=$(alice sh -c 'date +%s.%N; exec "$@" >/dev/null 2>&1' logoff "$@" | head -1)
     end=$(($(date +%s) + secs)) closing=never
     while [ "$(date +%s)" -lt "$end" ]; do
-        if [ ! -e "$f" ]; then echo "$closing $(since "$t0")"; exit 0; fi
+        if [ ! -e "$f" ]; then echo "$closing $(since "$t0") $t0"; exit 0; fi
         [ "$closing" = never ] && grep -q '^STATE=closing' "$f" 2>/dev/null && closing=$(since "$t0")
         sleep 0.05
     done
-    echo "$closing never"
+    echo "$closing never $t0"
     exit 1
     ;;
 killer)

@@ -423,7 +423,8 @@ fi
 # with xidlelock-guard.service (root, the .deb's). Each attack of alice's on her agent ends
 # with the guard's locker (the red i3lock frame, by screendump) or her session ended
 # (logind) within agent-grace + 2 s. The attack's time is the guest's clock just before it
-# (taken by alice's own shell: runuser alone costs 0.6 s here); the frame's is the host's,
+# (taken by alice's own shell: runuser alone costs 0.6 s here), for systemctl --user stop and
+# mask the user manager's "Stopping" line (the command's start is shown too); the frame's is the host's,
 # brought to the guest's clock by an offset measured over ssh each time (+-0.1 s). The
 # guard is started again before each case so that each waits out the grace (the third loss
 # within 10 minutes acts at once). Last, as it ends alice's session: logoff.
@@ -472,12 +473,23 @@ if want i; then
         else LOCK_S=$(awk -v t="${fr%% *}" -v o="$off" -v a="$1" 'BEGIN { printf "%.2f", t + o - a }'); fi
     }
     within() { [ "$1" != never ] && [ -n "$1" ] && awk -v s="$1" -v l="$LIMIT" 'BEGIN { exit !(s <= l) }'; }
-    # the guard's own figure: from its loss line to its locker (or logoff) line, journal time
-    guard_delay() {
+    # where the time went, from the guard's journal (guest clock): the attack (guest time $2) to
+    # the guard's loss line, that to its action (its locker, or the logoff), and that to the
+    # effect seen ($3 s after the attack)
+    parts() {
         R journalctl -b --no-pager -o short-unix -u xidlelock-guard.service --since "@${1%.*}" |
-            awk '/is NOT guarded/ && !l { l = $1 } /started the policy.s locker|logging the session off/ && l && !a { a = $1 }
-                 END { if (l && a) printf "%.2f s from its loss line to its action", a - l; else print "no loss and action lines" }'
+            awk -v t="$2" -v e="$3" '/is NOT guarded/ && !l { l = $1 } /started the policy.s locker|logging the session off/ && l && !a { a = $1 }
+                END { if (l && a && t != "" && e != "never") printf "attack -> the guard'"'"'s loss line %.2f s, -> its action %.2f s, -> the effect %.2f s", l - t, a - l, t + e - a
+                      else if (l && a) printf "the guard'"'"'s loss line -> its action %.2f s", a - l; else print "no loss and action lines in the guard'"'"'s journal" }'
     }
+    # systemctl --user stop and mask: the user manager's "Stopping xidlelock.service" (guest
+    # time) is when the attack reaches the agent; systemctl itself takes 0.2 to 2.4 s before
+    # it under TCG (mask reloads the manager first), time in which the agent still runs
+    unit_stopping() { R journalctl -b -o short-unix --no-pager _UID=1000 USER_UNIT=xidlelock.service --since "@${1%.*}" | awk '/Stopping xidlelock.service/ { print $1; exit }'; }
+    from_stop() {    # CMD-TIME SECONDS-FROM-CMD STOPPING-TIME: seconds from the stop instead
+        if [ "$2" = never ] || [ -z "$3" ]; then echo never; else awk -v c="$1" -v s="$2" -v u="$3" 'BEGIN { printf "%.2f", c + s - u }'; fi
+    }
+    lost_why() { guard_log "$1" | grep -m1 'NOT guarded' | sed 's/.*NOT guarded: //; s/ (pid [0-9]*)//; s/;.*//'; }
     after_doctor() {    # CASE: root's doctor while the agent is gone must say NOT met for the guard
         doctor_root
         DOCS+=("$1: exit $DOC_RC, $(grep -E '^(NOT MET|met) +guard' <<<"$DOC" | cut -c1-120)")
@@ -527,7 +539,7 @@ if want i; then
         wait_red "$ta" kill9
         after_doctor "kill -9"
         check "(i) guard: kill -9 -> locked" $(within "$LOCK_S"; echo $?) \
-            "the red locker frame ${LOCK_S} s after the first kill -9 of agent pid $a (bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 'NOT guarded' | sed 's/.*NOT guarded: //' | cut -c1-90)"
+            "the red locker frame ${LOCK_S} s after the first kill -9 of agent pid $a (bound ${LIMIT} s): $(parts "$G0" "$ta" "$LOCK_S"); guard: $(lost_why "$G0")"
         R sh -c 'kill $(cat /tmp/xdl-killer.pid) 2>/dev/null; rm -f /tmp/xdl-killer.pid /tmp/xdl-killer.t0 /tmp/xdl-killer.procs'
         restore_agent
         unlock_after "kill -9"
@@ -539,7 +551,7 @@ if want i; then
         wait_red "$ta" sigstop
         after_doctor "kill -STOP"
         check "(i) guard: kill -STOP -> locked" $(within "$LOCK_S"; echo $?) \
-            "the red locker frame ${LOCK_S} s after kill -STOP of agent pid $a (bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 'NOT guarded' | sed 's/.*NOT guarded: //' | cut -c1-90)"
+            "the red locker frame ${LOCK_S} s after kill -STOP of agent pid $a (bound ${LIMIT} s): $(parts "$G0" "$ta" "$LOCK_S"); guard: $(lost_why "$G0")"
         A kill -CONT "$a"
         unlock_after "kill -STOP"
 
@@ -550,8 +562,14 @@ if want i; then
         else how="systemctl --user stop"; ta=$(attack systemctl --user stop xidlelock.service); fi
         wait_red "$ta" user-stop
         after_doctor "$how"
-        check "(i) guard: $how -> locked" $(within "$LOCK_S"; echo $?) \
-            "the red locker frame ${LOCK_S} s after $how (agent pid $a; bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 'NOT guarded' | sed 's/.*NOT guarded: //' | cut -c1-90)"
+        if [ "$GA" = i3 ]; then
+            check "(i) guard: $how -> locked" $(within "$LOCK_S"; echo $?) \
+                "the red locker frame ${LOCK_S} s after $how (agent pid $a; bound ${LIMIT} s): $(parts "$G0" "$ta" "$LOCK_S"); guard: $(lost_why "$G0")"
+        else
+            tu=$(unit_stopping "$G0"); su=$(from_stop "$ta" "$LOCK_S" "$tu")
+            check "(i) guard: $how -> locked" $(within "$su"; echo $?) \
+                "the red locker frame ${su} s after the unit's stop began (${LOCK_S} s after the command began; agent pid $a; bound ${LIMIT} s): $(parts "$G0" "$tu" "$su"); guard: $(lost_why "$G0")"
+        fi
         restore_agent
         unlock_after "$how"
 
@@ -593,9 +611,16 @@ if want i; then
         a=$(apid); G0=$(gnow)
         if [ "$GA" = i3 ]; then how="kill -9"; out=$(XG logoff "$SID" $((GRACE + 30)) kill -9 "$a")
         else how="systemctl --user mask --now"; out=$(XG logoff "$SID" $((GRACE + 30)) systemctl --user mask --now xidlelock.service); fi
+        T_LO=${out##* }; out=${out% *}
         # logged off: logind ending the session (closing); gone is logind's own teardown after it
-        check "(i) guard: $how -> logged off (on-agent-lost logoff)" $(within "${out%% *}"; echo $?) \
-            "session $SID closing ${out%% *} s and gone ${out#* } s after $how began (agent pid $a; bound ${LIMIT} s); guard: $(guard_delay "$G0"), $(guard_log "$G0" | grep -m1 -E 'logging the session off' | sed 's/.*: logging/logging/' | cut -c1-110)"
+        if [ "$GA" = i3 ]; then
+            check "(i) guard: $how -> logged off (on-agent-lost logoff)" $(within "${out%% *}"; echo $?) \
+                "session $SID closing ${out%% *} s and gone ${out#* } s after $how began (agent pid $a; bound ${LIMIT} s): $(parts "$G0" "$T_LO" "${out%% *}") (closing); guard: $(lost_why "$G0")"
+        else
+            tu=$(unit_stopping "$G0"); su=$(from_stop "$T_LO" "${out%% *}" "$tu"); sg=$(from_stop "$T_LO" "${out#* }" "$tu")
+            check "(i) guard: $how -> logged off (on-agent-lost logoff)" $(within "$su"; echo $?) \
+                "session $SID closing ${su} s and gone ${sg} s after the unit's stop began (${out%% *} and ${out#* } s after the command began; agent pid $a; bound ${LIMIT} s): $(parts "$G0" "$tu" "$su") (closing); guard: $(lost_why "$G0")"
+        fi
     else
         for c in "kill -9 -> locked" "kill -STOP -> locked" "systemctl --user stop -> locked" \
             "root's doctor --policy while the agent is gone" "after each attack the agent is back, the password unlocks, nothing relocks" \
