@@ -9,7 +9,8 @@
 #      binary needs is owned by a package named in Depends (none from the Swift
 #      toolchain), that the unpacked binary runs, and answers `xidlelock idle` on a
 #      private Xvfb, with the Swift toolchain hidden, and that the maintainer scripts
-#      enable, keep disabled and forget xidlelock-guard.service in an unpacked root.
+#      enable, keep disabled and forget xidlelock-guard.service in an unpacked root;
+#   5. .ci/install-packages waits while another install holds the package manager's lock.
 # Every check runs; the script fails at the end if any did.
 set -eu
 cd "$(dirname "$0")/.."
@@ -364,6 +365,24 @@ if have lintian; then
     lintian --tag-display-limit 0 -I -E --pedantic --fail-on error "$deb" 2>&1 |
         grep -v 'running with root privileges' | sed 's/^/  /'
     lintian --tag-display-limit 0 --fail-on error "$deb" >/dev/null 2>&1 || fail "lintian reports errors on $deb"
+fi
+
+# .ci/install-packages waits for another install instead of failing: dpkg's lock
+# held (with fcntl, as apt and dpkg take it) for 8 s while it reinstalls an
+# installed package. As root only (it installs); skipped without python3.
+if [ "$(id -u)" = 0 ] && have python3 && have apt-get; then
+    python3 -c 'import fcntl, sys, time
+f = open("/var/lib/dpkg/lock-frontend", "a"); fcntl.lockf(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(8)' \
+        >"$scratch/lock.out" &
+    holder=$!
+    while ! grep -q held "$scratch/lock.out" 2>/dev/null; do sleep 0.1; done
+    started=$(date +%s)
+    if FORCE_INSTALL=xvfb sh .ci/install-packages >"$scratch/install.out" 2>&1; then
+        note "install-packages waited for the package manager's lock: done $(($(date +%s) - started)) s after it was taken (held 8 s)"
+    else
+        fail "install-packages failed while another install held the lock: $(tail -3 "$scratch/install.out")"
+    fi
+    wait "$holder" 2>/dev/null || true
 fi
 
 note "$(du -k "$deb" | cut -f1) KiB $deb"
