@@ -213,6 +213,19 @@ public enum PolicyCheck {
                 }
                 guard max <= limit else { return (false, "\(file) lets holds keep the screen unlocked for \(max), above \(limit)") }
                 return (true, "\(file) ends every hold \(max) after the last input at the latest")
+            case "on-agent-lost":
+                // The guard's settings: what the admin's policy says is what the guard does.
+                guard let given = policy["on-agent-lost"] ?? (policyFile != nil ? "lock" : nil) else {
+                    return (false, "no admin's policy: no guard acts for this session")
+                }
+                guard given == r.value else { return (false, "\(file) makes the guard \(given) when the agent is lost, not \(r.value)") }
+                return (true, "the guard does \(given) when the agent is lost (\(policy["on-agent-lost"] == nil ? "the default" : "set by \(file)"))")
+            case "agent-grace":
+                guard let limit = duration(r.value) else { return (false, "'\(r.value)' is not a duration") }
+                guard policyFile != nil else { return (false, "no admin's policy: no guard acts for this session") }
+                let grace = duration(policy["agent-grace"]) ?? GuardSettings.defaultAgentGrace
+                guard grace <= limit else { return (false, "\(file) lets the guard wait \(grace) for a lost agent, above \(limit)") }
+                return (true, "the guard acts \(grace) after the agent is lost")
             default:
                 // A setting this doctor does not know how to check is never passed silently.
                 return (false, "this doctor cannot check '\(r.name)'")

@@ -84,6 +84,21 @@ struct PolicyCheckTests {
         #expect(try detail([], "max-lock-after 1h\n").0 == false)
     }
 
+    @Test("the guard's settings: on-agent-lost and agent-grace are met by the admin's policy (or its defaults), not otherwise")
+    func guardSettings() throws {
+        let profile = try Self.requirements("on-agent-lost lock\nagent-grace 10s\n")
+        let met = PolicyCheck.check(profile, path: Self.profilePath, status: try Self.status([], policy: "on-agent-lost lock\nagent-grace 5s\n"),
+                                    ownership: Self.anyOwner)
+        #expect(met.met, "\(met.text)")
+        let defaults = PolicyCheck.check(profile, path: Self.profilePath, status: try Self.status([], policy: "secure\n"), ownership: Self.anyOwner)
+        #expect(defaults.met, "\(defaults.text)")
+        let logoff = PolicyCheck.check(profile, path: Self.profilePath, status: try Self.status([], policy: "on-agent-lost logoff\nagent-grace 1m\n"),
+                                       ownership: Self.anyOwner)
+        #expect(unmet(logoff) == ["on-agent-lost lock", "agent-grace 10s"], "\(logoff.text)")
+        let none = PolicyCheck.check(profile, path: Self.profilePath, status: try Self.status([], policy: nil), ownership: Self.anyOwner)
+        #expect(unmet(none).contains("on-agent-lost lock") && unmet(none).contains("agent-grace 10s"), "\(none.text)")
+    }
+
     @Test("each requirement the agent does not meet is named with why")
     func notMet() throws {
         // The user's own flags meet some of it, but nothing stops the user undoing them.

@@ -50,6 +50,8 @@ struct GuardTests {
             let killedAt = ContinuousClock.now
             _ = try await agent.waitForExit()
             let pid = try await expectGuardLocker(g, since: killedAt, figure: "a. kill -9")
+            // Said as what it was, though the socket's end may be read before the pidfd's.
+            #expect(g.guardLog.contains("the agent ended") && !g.guardLog.contains("the agent closed its registration"), "\(g.guardLog)")
             // The locker rule: a simple command is exec'd, so that the process the guard
             // supervises (and hands over) is the locker itself, not a shell around it.
             let guardPid = try #require(g.guardProcess?.processIdentifier)

@@ -134,11 +134,15 @@ public final class GuardService {
     func closed(_ connection: GuardConnection) {
         connections.removeAll { $0 === connection }
         guard let session = connection.session, agents[session]?.connection === connection else { return }
-        agents[session]?.freeze?.finish()
+        let followed = agents[session]
+        followed?.freeze?.finish()
         agents[session] = nil
         statuses[session] = nil
-        // The pidfd tells a death; a running agent that let go of its registration is lost all the same.
-        carryOut(machine.handle(.agentLost(session: session, loss: connection.ended ? .ended : .disconnected),
+        // The pidfd tells a death (also when the socket's end is read first: a killed
+        // agent's connection closes as it dies); a running agent that let go of its
+        // registration is lost all the same.
+        let ended = connection.ended || followed.map { ProcessWatch.hasEnded(pidfd: $0.pidfd) } == true
+        carryOut(machine.handle(.agentLost(session: session, loss: ended ? .ended : .disconnected),
                                 at: SystemClock.now().monotonic))
     }
 
@@ -216,7 +220,7 @@ public final class GuardService {
             }
             connection.session = session
             connection.registered = true
-            let followed = FollowedAgent(connection: connection, pid: connection.pid)
+            let followed = FollowedAgent(connection: connection, pid: connection.pid, pidfd: pidfd)
             agents[session] = followed
             connection.send(.verified)
             loop.add(ProcessWatch(pidfd: pidfd) { [weak connection] in
@@ -453,14 +457,17 @@ struct SessionFacts {
 final class FollowedAgent {
     let connection: GuardConnection
     let pid: pid_t
+    /// The ProcessWatch's: open while the connection is (the watch closes it at the end).
+    let pidfd: Int32
     var freeze: FreezeWatch?
     /// Stopped by a signal (ptrace's group-stop), frozen with its cgroup: either one
     /// leaves the session unguarded until both are over.
     var stopped = false
     var frozen = false
-    init(connection: GuardConnection, pid: pid_t) {
+    init(connection: GuardConnection, pid: pid_t, pidfd: Int32) {
         self.connection = connection
         self.pid = pid
+        self.pidfd = pidfd
     }
 }
 

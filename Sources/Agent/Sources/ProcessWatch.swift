@@ -14,6 +14,12 @@ final class ProcessWatch: EventSource {
 
     var pollInterest: (fd: Int32, events: PollEvents)? { isFinished ? nil : (pidfd, .readable) }
 
+    /// Whether the process has exited by now (its pidfd is readable), without waiting.
+    static func hasEnded(pidfd: Int32) -> Bool {
+        var ready = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        return poll(&ready, 1, 0) == 1
+    }
+
     func dispatch(_ events: PollEvents) {
         guard !isFinished else { return }
         isFinished = true
