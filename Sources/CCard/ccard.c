@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -104,8 +106,30 @@ static const char *reason_of(LONG rv) {
     }
 }
 
+/* Whether pcscd's socket accepts a connection: "no service" from a pcscd that runs
+ * is a refusal (its contexts handed out to other clients), not an absent daemon. */
+static int pcscd_answers(void) {
+    const char *path = getenv("PCSCLITE_CSOCK_NAME");
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    snprintf(address.sun_path, sizeof address.sun_path, "%s", path && *path ? path : "/run/pcscd/pcscd.comm");
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int connected = connect(fd, (struct sockaddr *)&address, sizeof address) == 0;
+    close(fd);
+    return connected;
+}
+
+/* pcscd's answer when it will not give a context: its clients' limit reached (other
+ * clients may hold all it gives), or polkit's no. */
+#define SCARD_W_SECURITY_VIOLATION ((LONG)0x8010006A)
+
 static void send_unavailable(LONG rv) {
-    char line[160];
+    char line[200];
+    if (rv == SCARD_W_SECURITY_VIOLATION || (rv == SCARD_E_NO_SERVICE && pcscd_answers())) {
+        int n = snprintf(line, sizeof line, "U pcscd runs but refused a context (too many, or not allowed: other clients may hold all it gives)\n");
+        send_text(line, (size_t)n);
+        return;
+    }
     const char *reason = reason_of(rv);
     int n = reason ? snprintf(line, sizeof line, "U %s\n", reason)
                    : snprintf(line, sizeof line, "U pcscd answered 0x%08lX\n", (unsigned long)rv);

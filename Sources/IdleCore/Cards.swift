@@ -111,12 +111,14 @@ extension IdleMachine {
             guard cards.error != reason else { return }
             cards.error = reason
             cards.afterOutage = true
-            // The admin asked for it: said as an error. Nothing locks for it: pcscd is
-            // restarted by updates, and the card's removal, if it comes, is seen on its return.
             out.append(.log(settings.byPolicy ? .error : .warning,
                             "smart cards: \(reason): a card taken out is not seen until pcscd is back"
-                                + (settings.byPolicy ? " (the policy's lock-on-card-removal asks for it)" : "")))
+                                + (settings.byPolicy ? " (the policy's lock-on-card-removal asks for it: locking)" : "")))
             out.append(.announce(.cardWatch(error: reason)))
+            // The admin asked that removing the card lock: without the watch no removal
+            // can be seen, so the screen locks (once per outage; the watch keeps trying).
+            // The user's own setting only says so: pcscd is restarted by updates.
+            if settings.byPolicy { lockRequest(from: "the policy's lock-on-card-removal, as the card watch cannot run (\(reason))", now, &out) }
         case .readers(let readers):
             if cards.error != nil {
                 cards.error = nil

@@ -158,7 +158,11 @@ struct CardTests {
         #expect(options.policy?.changes.contains { $0.contains("card-atr") } == true)
         var s = Story(options.config(locker: "lock-screen"))
         s.send(.cards(.readers([reader()])))
-        #expect(s.send(.cards(.unavailable("no pcscd"))).logs(.error).contains { $0.contains("no pcscd") })
+        // Fail closed: the admin asked that a removal lock, and none can be seen now.
+        let lost = s.send(.cards(.unavailable("no pcscd")))
+        #expect(lost.logs(.error).contains { $0.contains("no pcscd") })
+        #expect(lost.lockerStarts == 1, "the policy's card watch cannot run, and nothing locked")
+        #expect(s.send(.cards(.unavailable("no pcscd"))).lockerStarts == 0, "once per outage")
         let pinned = try #require(try agentOptions([], [policyFile: "lock-on-card-removal\ncard-atr \(viccATR)\n"]))
         #expect(pinned.cardATRs == [try CardATR(hex: viccATR)])
     }

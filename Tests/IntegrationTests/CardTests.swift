@@ -121,6 +121,39 @@ extension Sandbox {
         }
     }
 
+    /// Another client of pcscd that takes every context it gives (pcscd 1.9.9 serves 200).
+    static let contextHog = """
+        import ctypes, time
+        lib = ctypes.CDLL("libpcsclite.so.1")
+        held = []
+        while len(held) < 1000:
+            context = ctypes.c_ulong()
+            rv = lib.SCardEstablishContext(2, None, None, ctypes.byref(context))
+            if rv != 0:
+                break
+            held.append(context)
+        print("held", len(held), hex(rv & 0xffffffff), flush=True)
+        time.sleep(600)
+        """
+
+    @Test("another client holds all of pcscd's contexts: status says pcscd refused a context, not that it is not running; under the policy's lock-on-card-removal the screen locks (fail closed)")
+    func contextsTakenByAnother() async throws {
+        try await Sandbox.with { s in
+            try s.writePolicy("lock-on-card-removal\n")
+            let cards = try SmartCards(in: s)
+            try await cards.start()
+            try s.write(Self.contextHog, to: "hog.py")
+            _ = try s.startBackground("/usr/bin/python3", [s.path("hog.py")], output: "hog.out")
+            try await IntegrationTests.waitUntil("the other client to hold pcscd's contexts", context: { s.contents("hog.out") }) { s.contents("hog.out").contains("held") }
+            let agent = try s.startAgent(["--lock-after", "1h", "--locker", Self.timedLocker, "--socket", s.socket])
+            let started = try await s.waitForLines("locker.started")
+            let card = try await s.cardStatus()
+            print("figure: \(s.contents("hog.out").trimmingCharacters(in: .whitespacesAndNewlines)); the agent's card watch: \(card["error"] ?? "none"); locked: \(started.count == 1)")
+            #expect((card["error"] as? String ?? "").contains("refused a context"), "\(card)\n\(agent.log)")
+            #expect(agent.log.contains("lock requested by the policy's lock-on-card-removal, as the card watch cannot run"), "\(agent.log)")
+        }
+    }
+
     @Test("the policy's lock-on-card-removal reads the system's pcscd: PCSCLITE_CSOCK_NAME pointing at the user's own daemon is ignored and said; the real card's removal locks")
     func policyIgnoresTheUsersPcscd() async throws {
         try await Sandbox.with { s in
