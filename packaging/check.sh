@@ -298,6 +298,9 @@ if have deb-systemd-helper; then
         printf '#!/bin/sh\necho "%s $*" >> "%s"\n' "$stub" "$scratch/maint-calls" > "$stubs/$stub"
         chmod +x "$stubs/$stub"
     done
+    # One logged-in user, whose agent an upgrade reloads.
+    printf '#!/bin/sh\necho "1000 alice"\n' > "$stubs/loginctl"
+    chmod +x "$stubs/loginctl"
     wants=$root/etc/systemd/system/multi-user.target.wants/xidlelock-guard.service
     # maint SCRIPT ARGS...: runs it and prints the systemd calls it made, one a line.
     maint() {
@@ -324,7 +327,8 @@ if have deb-systemd-helper; then
     got=$(maint postinst configure "$version")
     [ -L "$wants" ] || fail "postinst lost the guard's enable link on an upgrade"
     expect_calls "postinst on an upgrade" "$got" "systemctl --system daemon-reload" \
-        "deb-systemd-invoke restart xidlelock-guard.service"
+        "deb-systemd-invoke restart xidlelock-guard.service" \
+        "systemctl --user -M alice@ daemon-reload" "systemctl --user -M alice@ reload xidlelock.service"
     rm -f "$wants"  # the admin disables the guard
     maint postinst configure "$version" >/dev/null
     [ -L "$wants" ] && fail "postinst enabled the guard again on an upgrade after the admin disabled it"

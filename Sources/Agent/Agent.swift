@@ -202,8 +202,10 @@ public final class Agent {
         children = ChildProcesses()
         children.lockerRecord = record
         machine = Agent.machine(config: config, now: SystemClock.now())
-        // Before anything can fire: a locker left by an earlier agent still runs.
-        adopted = record?.adopt(executable: policyLocker?.executable)
+        // Before anything can fire: a locker left by an earlier agent still runs, or one
+        // this process started before it was executed again in place (still its child).
+        let inherited = Agent.inheritedLocker()
+        adopted = inherited == nil ? record?.adopt(executable: policyLocker?.executable) : nil
         do {
             try makeSources()
         } catch {
@@ -212,6 +214,12 @@ public final class Agent {
         if let adopted {
             children.adoptedLocker = adopted.pid
             Log.write(.info, "found the locker of an earlier agent running (pid \(adopted.pid))")
+            perform(.lockerAdopted)
+            perform(.lockerFact(.grabs(probeGrabs())))
+        }
+        if let inherited {
+            children.takeInheritedLocker(inherited)
+            Log.write(.info, "executed again in place: the locker (pid \(inherited)) is still this process's child, its end is seen")
             perform(.lockerAdopted)
             perform(.lockerFact(.grabs(probeGrabs())))
         }
@@ -234,7 +242,7 @@ public final class Agent {
         let lockAfter = machine.config.lockStage?.idleTime ?? .minutes(10)
         let period = Swift.min(Swift.max(Millis(lockAfter.value / 2), .ms(100)), .seconds(30))
         loop.add(PeriodicCheck(every: period, while: { [unowned self] in keepAwake?.holds.isEmpty == false }) { [unowned self] in wake() })
-        var signals = [SIGTERM, SIGCHLD]
+        var signals = [SIGTERM, SIGCHLD, SIGUSR1]
         for stop in [SIGINT, SIGHUP] where !SignalSource.isIgnored(stop) { signals.append(stop) }
         loop.add(try SignalSource(signals) { [unowned self] signal in received(signal) })
         control.handler = self
@@ -343,10 +351,56 @@ public final class Agent {
     private func received(_ signal: Int32) {
         if signal == SIGCHLD {
             for (role, end) in children.reap() { perform(.processEnded(role, end)) }
+        } else if signal == SIGUSR1 {
+            executeAgainInPlace()
         } else {
             Log.write(.info, "received signal \(signal)")
             stop()
         }
+    }
+
+    /// Set for the agent executed again in place: its running locker, its own child.
+    static let inheritedLockerVariable = "XIDLELOCK_INHERITED_LOCKER"
+
+    /// `systemctl --user reload xidlelock` (the package does it after an upgrade),
+    /// SIGUSR1: the installed binary executed in this process's place. The pid stays
+    /// (systemd's main pid, the guard's agent) and so do the children: the locker
+    /// stays this process's child, so its exit, the unlock, is seen. An agent started
+    /// anew could only adopt it, not see how it ended, and would ask for a second unlock.
+    private func executeAgainInPlace() {
+        guard let exe = FileIO.linkTarget("/proc/self/exe").map(PeerCheck.withoutDeleted), access(exe, X_OK) == 0 else {
+            Log.write(.error, "reload: the agent's executable is gone: going on as before")
+            return
+        }
+        Log.write(.info, "reload: executing \(exe) in place (pid \(getpid()))")
+        // What a stop puts back: the new image starts from the server's own settings.
+        let lowered = x.saverSettings().timeout
+        if let timeout = saverTimeoutToRestore { x.setSaverTimeout(timeout) }
+        screenPower?.restore()
+        var environment = SpawnRequest.currentEnvironment().filter { !$0.hasPrefix(Agent.inheritedLockerVariable + "=") }
+        if let locker = children.childLockerPid { environment.append("\(Agent.inheritedLockerVariable)=\(locker)") }
+        // Every descriptor is close-on-exec (X, the sockets, the buses); the signals the
+        // loop blocks stay blocked, so a locker's end meanwhile waits for the new image.
+        withCStrings(CommandLine.arguments) { argv in
+            withCStrings(environment) { envp in
+                _ = execve(exe, UnsafeRawPointer(argv).assumingMemoryBound(to: UnsafeMutablePointer<CChar>?.self),
+                           UnsafeRawPointer(envp).assumingMemoryBound(to: UnsafeMutablePointer<CChar>?.self))
+            }
+        }
+        Log.write(.error, "reload: cannot execute \(exe) (\(String(cString: strerror(errno)))): going on as before")
+        if saverTimeoutToRestore != nil { x.setSaverTimeout(lowered) }
+    }
+
+    /// The locker an earlier image of this process left running as its child, named in
+    /// the environment by `executeAgainInPlace` (taken out of it, so no child sees it).
+    static func inheritedLocker() -> pid_t? {
+        guard let text = getenv(inheritedLockerVariable).map({ String(cString: $0) }) else { return nil }
+        unsetenv(inheritedLockerVariable)
+        guard let pid = pid_t(text), pid > 0, ProcessTree.parent(of: pid) == getpid() else {
+            Log.write(.warning, "\(inheritedLockerVariable)=\(text) names no child of this agent: ignored")
+            return nil
+        }
+        return pid
     }
 
     /// Stops politely: resume commands run, the locker is left alone.

@@ -25,6 +25,15 @@ final class ChildProcesses: EventSource {
     }
 
     var lockerPid: pid_t? { running.first { $0.value.role == .locker }?.key ?? adoptedLocker }
+    /// The running locker when it is this process's own child.
+    var childLockerPid: pid_t? { running.first { $0.value.role == .locker }?.key }
+
+    /// A locker that is already this process's child: the one an earlier image of the
+    /// agent started before it executed this one in its place (`reload`).
+    func takeInheritedLocker(_ pid: pid_t) {
+        running[pid] = Child(role: .locker, stop: .never)
+        lockerRecord?.save(pid)
+    }
 
     /// Starts a child; returns how it ended if it could not be started.
     func start(_ role: ProcessRole, _ request: SpawnRequest) -> ProcessEnd? {

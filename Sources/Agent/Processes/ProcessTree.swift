@@ -20,6 +20,14 @@ enum ProcessTree {
         return found
     }
 
+    /// Its parent (/proc/PID/stat's fourth field), or nil once it is gone.
+    static func parent(of pid: pid_t) -> pid_t? {
+        guard let bytes = FileIO.readSmallFile("/proc/\(pid)/stat", limit: 1024),
+              let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        let fields = bytes[(close + 1)...].split(separator: UInt8(ascii: " "))
+        return fields.count > 1 ? pid_t(String(decoding: fields[1], as: UTF8.self)) : nil
+    }
+
     /// The children of every thread of `pid`.
     private static func children(of pid: pid_t) -> [pid_t] {
         var result: [pid_t] = []
