@@ -432,7 +432,7 @@ public final class Agent {
                 case .log(let level, let message):
                     Log.write(level, message)
                 case .run(let role, let command, let environment):
-                    if let failure = children.start(role, request(for: role, command, environment)) {
+                    if let failure = children.start(role, spawnRequest(for: role, command, environment)) {
                         queue.append(.processEnded(role, failure))
                     }
                 case .terminate(let role):
@@ -537,7 +537,7 @@ public final class Agent {
     }
 
     /// How each role's command is started.
-    private func request(for role: ProcessRole, _ command: String, _ environment: [EnvironmentVariable]) -> SpawnRequest {
+    private func spawnRequest(for role: ProcessRole, _ command: String, _ environment: [EnvironmentVariable]) -> SpawnRequest {
         guard role == .locker else {
             return SpawnRequest(program: .shell(command), environment: environment)
         }

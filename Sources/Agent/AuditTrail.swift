@@ -191,10 +191,4 @@ final class AuditTrail: EventSource {
         }
     }
 
-    private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
-        let copies = strings.map { strdup($0) }
-        defer { copies.forEach { free($0) } }
-        let pointers = copies.map { UnsafePointer($0) }
-        return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
-    }
 }

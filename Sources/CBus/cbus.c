@@ -28,23 +28,15 @@
     X(sd_bus_get_name_creds) X(sd_bus_message_get_bus) X(sd_bus_add_match) X(sd_bus_slot_unref) \
     X(sd_bus_message_ref) X(sd_bus_get_n_queued_write)
 
-#define XIL_DECLARE(name) static __typeof__(name) *p_##name;
-XIL_BUS_FUNCTIONS(XIL_DECLARE)
+XIL_BUS_FUNCTIONS(XIL_DLSYM_POINTER)
 
 static sd_bus_vtable screensaver_vtable[];
-
-#define XIL_NAME(name) #name,
-#define XIL_SLOT(name) (void **)&p_##name,
-static const char *const bus_names[] = {XIL_BUS_FUNCTIONS(XIL_NAME)};
-static void **const bus_slots[] = {XIL_BUS_FUNCTIONS(XIL_SLOT)};
 
 int xil_bus_load(char *error, size_t size) {
     static int loaded;
     if (loaded) return 0;
     void *lib;
-    if (xil_load_library("libsystemd.so.0", bus_names, bus_slots, (int)(sizeof bus_names / sizeof *bus_names),
-                         &lib, error, size) != 0)
-        return -1;
+    if (XIL_LOAD_LIST("libsystemd.so.0", XIL_BUS_FUNCTIONS, &lib, error, size) != 0) return -1;
     const unsigned *format = dlsym(lib, "sd_bus_object_vtable_format");
     if (!format) {
         snprintf(error, size, "libsystemd.so.0 has no sd_bus_object_vtable_format (too old)");

@@ -167,9 +167,16 @@ struct ChildProcessesTests {
     func graceThenKill() throws {
         let clock = TestClock()
         let children = ChildProcesses(now: { clock.now })
-        let hook = SpawnRequest(program: .shell("trap '' TERM; while :; do sleep 0.05; done"), stop: .terminate(grace: .seconds(5)))
+        // The hook says when its trap is set: SIGTERM before that would end it at once.
+        let ready = closeOnExecPipe()
+        defer { close(ready.read) }
+        var hook = SpawnRequest(program: .shell("trap '' TERM; echo ready >&3; exec 3>&-; while :; do sleep 0.05; done"),
+                                stop: .terminate(grace: .seconds(5)))
+        hook.passedDescriptors = [(from: ready.write, to: 3)]
         #expect(children.start(.stage(0), hook) == nil)
-        usleep(100_000)
+        close(ready.write)
+        var said = pollfd(fd: ready.read, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&said, 1, 10_000) == 1, "the hook never said its trap was set")
         children.terminate(.stage(0))
         #expect(children.deadline == clock.now + .seconds(5))
         clock.now += .seconds(5)

@@ -49,8 +49,8 @@ struct ShapedStageIntegrationTests {
             try await s.logindBarrier(agent)
             #expect(try await s.status()["power_source"] as? String == "ac", "\(agent.log)")
             #expect(try await s.desktopStatus()["forged_signals"] as? Int ?? 0 >= 1)
-            // UPower itself says so: the 4 s lock time is in force, and 4 s have passed.
-            try await Task.sleep(for: .seconds(4))
+            // UPower itself says so once the idle time is past the 4 s lock time on battery.
+            try await s.waitUntil("the server idle to pass 4 s", every: .milliseconds(100)) { try await s.serverIdle() >= 4000 }
             try await s.bus("on-battery", "true")
             let idle = try #require(await s.waitForLock(within: generousTimeout), "no lock on battery\n\(agent.log)")
             print("battery figure: locked at X idle \(idle) ms once UPower said OnBattery (lock time on battery 4000 ms)")

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Reads lines from a byte stream, refusing lines longer than a bound.
 struct LineBuffer {
     private var bytes: [UInt8] = []
@@ -17,5 +19,30 @@ struct LineBuffer {
         let text = String(decoding: line, as: UTF8.self)
         bytes.removeSubrange(...newline)
         return text
+    }
+}
+
+/// What one read of a non-blocking descriptor into a `LineBuffer` found.
+enum StreamRead: Equatable {
+    case data
+    case wouldBlock
+    /// The other end closed, or the read failed: no more lines will come.
+    case ended
+}
+
+extension LineBuffer {
+    /// One read of what `fd` holds now, through `Syscall` (EINTR retried, EAGAIN a value).
+    mutating func read(from fd: Int32, chunk size: Int = 4096) -> StreamRead {
+        var chunk = [UInt8](repeating: 0, count: size)
+        let result = try? chunk.withUnsafeMutableBytes { buffer throws(SystemError) in
+            try Syscall.nonBlocking("read") { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+        }
+        switch result {
+        case .done(let n)? where n > 0:
+            chunk.withUnsafeBytes { append(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+            return .data
+        case .wouldBlock?: return .wouldBlock
+        default: return .ended
+        }
     }
 }

@@ -167,11 +167,11 @@ final class GuardLink: EventSource {
     }
 
     private func read() {
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
-        guard n > 0 else { return disconnected() }
-        chunk.withUnsafeBytes { input.append(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+        switch input.read(from: fd) {
+        case .ended: return disconnected()
+        case .wouldBlock: return
+        case .data: break
+        }
         while let line = input.nextLine() {
             switch GuardMessage(line: line[...]) {
             case .verified?:

@@ -138,12 +138,14 @@ public final class GuardService {
         followed?.freeze?.finish()
         agents[session] = nil
         statuses[session] = nil
-        // The pidfd tells a death (also when the socket's end is read first: a killed
-        // agent's connection closes as it dies); a running agent that let go of its
+        // The pidfd tells a death, also when the socket's end is read first: a killed
+        // process closes its descriptors before its pidfd says it exited, so it is given
+        // a moment (once per lost agent). A running agent that let go of its
         // registration is lost all the same.
-        let ended = connection.ended || followed.map { ProcessWatch.hasEnded(pidfd: $0.pidfd) } == true
-        carryOut(machine.handle(.agentLost(session: session, loss: ended ? .ended : .disconnected),
-                                at: SystemClock.now().monotonic))
+        let ended = connection.ended || followed.map { ProcessWatch.hasEnded(pidfd: $0.pidfd, wait: 200) } == true
+        let loss: AgentLoss = ended ? .ended : .disconnected
+        Log.write(.warning, "session \(session): \(loss) (pid \(connection.pid))")
+        carryOut(machine.handle(.agentLost(session: session, loss: loss), at: SystemClock.now().monotonic))
     }
 
     // MARK: Messages

@@ -10,7 +10,8 @@ import IdleCore
 final class CardWatch: EventSource {
     private let fd: Int32
     private weak var agent: DesktopAgent?
-    private var pending: [UInt8] = []
+    /// The card thread's report lines (a report of every reader fits many times over).
+    private var pending = LineBuffer(limit: 1 << 16)
     private var readers: [CardReader] = []
 
     /// Starts watching, or tells the machine why it cannot (no libpcsclite).
@@ -41,21 +42,8 @@ final class CardWatch: EventSource {
     var pollInterest: (fd: Int32, events: PollEvents)? { (fd, .readable) }
 
     func dispatch(_ events: PollEvents) {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n > 0 {
-                pending += buffer[..<n]
-                continue
-            }
-            if n < 0 && errno == EINTR { continue }
-            break
-        }
-        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-            let line = String(decoding: pending[..<newline], as: UTF8.self)
-            pending.removeSubrange(...newline)
-            handle(line)
-        }
+        while pending.read(from: fd) == .data {}
+        while let line = pending.nextLine() { handle(line) }
     }
 
     private func handle(_ line: String) {

@@ -14,10 +14,10 @@ final class ProcessWatch: EventSource {
 
     var pollInterest: (fd: Int32, events: PollEvents)? { isFinished ? nil : (pidfd, .readable) }
 
-    /// Whether the process has exited by now (its pidfd is readable), without waiting.
-    static func hasEnded(pidfd: Int32) -> Bool {
+    /// Whether the process has exited (its pidfd is readable) within `wait` ms.
+    static func hasEnded(pidfd: Int32, wait: Int32 = 0) -> Bool {
         var ready = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
-        return poll(&ready, 1, 0) == 1
+        return poll(&ready, 1, wait) == 1
     }
 
     func dispatch(_ events: PollEvents) {
