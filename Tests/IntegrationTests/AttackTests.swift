@@ -306,6 +306,38 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
         }
     }
 
+    @Test("6b. --secure, a 10 s flood of short-lived session-bus connections, 5 Inhibits each: the lock comes by the lock time + 1 s, VmRSS under 16 MB, at most 30 warnings")
+    func connectionFloodSecure() async throws {
+        let lockAfter = 3000
+        try await Sandbox.with(buses: true) { s in
+            try await s.x("xdotool", "key", "shift")
+            let agent = try await s.startControlledAgent(["--lock-after", "\(lockAfter)ms", "--secure", "--locker", Script.locker])
+            let warningsBefore = agent.count(of: "warning: ")
+            let baseline = ProcInfo.memoryKB(agent.pid)
+            let flood = try s.startBusHelper(["ss-connect-flood", Self.screenSaver, "10"], output: "flood.out")
+            try await s.waitUntil("the flood to begin") { s.contents("flood.out").contains("flooding") }
+            try await s.x("xdotool", "key", "shift")
+            let keyAt = ContinuousClock.now
+            let status = try await s.client("status")
+            let statusTook = (ContinuousClock.now - keyAt).milliseconds
+            let watch = try await s.watchFlood(agent, floods: [flood], since: keyAt, timeout: .seconds(40))
+            let idle = s.lines("lock.idle").first.flatMap { Int($0) }
+            // What a backlog would still log once the flood is over.
+            try await Task.sleep(for: .seconds(2))
+            let rssAfter = ProcInfo.memoryKB(agent.pid)
+            let warnings = agent.count(of: "warning: ") - warningsBefore
+            let sent = s.lines("flood.out").last ?? "?"
+            print("figure: (6b. short-lived connections flood, --secure): " + (idle.map { "locked at \($0) ms of idle, \($0 - lockAfter) ms late" } ?? "never locked within 40 s")
+                  + "; VmRSS \(kB(baseline)) before, max \(kB(watch.maxRSS)) during, \(kB(rssAfter)) 2 s after; \(warnings) warnings; flood: \(sent)"
+                  + "; status during the flood: \(status.exit) after \(statusTook) ms")
+            #expect(status.exit == .exited(0), "status during the flood: \(status.stderr)")
+            #expect(idle != nil, "no lock within 40 s of the flood's start")
+            if let idle { #expect(idle - lockAfter <= 1000, "locked \(idle - lockAfter) ms late under the flood") }
+            #expect(watch.maxRSS < floodRSSLimitKB, "VmRSS reached \(kB(watch.maxRSS))")
+            #expect(warnings <= 30, "\(warnings) warnings:\n\(agent.log.suffix(1500))")
+        }
+    }
+
     @Test("7. one connection asking for 5,000 inhibitors gets at most 64, then D-Bus errors; status still answers")
     func inhibitorsPerConnection() async throws {
         try await Sandbox.with(buses: true) { s in
