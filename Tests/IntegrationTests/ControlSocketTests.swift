@@ -103,33 +103,6 @@ extension Sandbox {
 let holdingLocker = Script.grabbingLocker()
 
 @Suite struct ControlSocketTests {
-    @Test("a connect storm (2,000 connections that never send a line, and clients that reconnect again and again) does not keep the user's status and lock out; the log stays short")
-    func connectStorm() async throws {
-        try await Sandbox.with { s in
-            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.locker])
-            let linesBefore = agent.log.split(separator: "\n").count
-            let storm = try s.startBusHelper(["connect-storm", s.socket, "12"], output: "storm.out")
-            try await s.waitUntil("the storm to begin") { s.contents("storm.out").contains("storming") }
-            var asked: [(command: String, result: CommandResult, ms: Int)] = []
-            for command in ["status", "status", "lock", "status"] {
-                let started = ContinuousClock.now
-                let result = try await s.client(command)
-                asked.append((command, result, (ContinuousClock.now - started).milliseconds))
-                try await Task.sleep(for: .milliseconds(500))
-            }
-            _ = try await storm.waitForExit("the storm", timeout: .seconds(60))
-            let grown = agent.log.split(separator: "\n").count - linesBefore
-            print("figure: (control socket connect storm): " + asked.map { "\($0.command) \($0.result.exit) in \($0.ms) ms" }.joined(separator: ", ")
-                  + "; log grew by \(grown) lines; storm: \(s.lines("storm.out").last ?? "?")")
-            for (command, result, ms) in asked {
-                #expect(result.exit == .exited(0), "\(command) during the storm: \(result.stderr)")
-                #expect(ms <= 2000, "\(command) took \(ms) ms")
-            }
-            #expect(s.exists("lock.idle"), "the user's lock did not start the locker")
-            #expect(grown <= 30, "the log grew by \(grown) lines:\n\(agent.log.suffix(1500))")
-        }
-    }
-
     @Test("status tells the state, idle time and next stage; JSON and plain agree")
     func statusReportsState() async throws {
         try await Sandbox.with { s in
