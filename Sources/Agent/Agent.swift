@@ -262,6 +262,7 @@ public final class Agent {
         }
         loop.add(children)
         loop.add(AuditTrail.shared)
+        loop.add(LogCounts())
         loop.add(try DeadlineTimer(nextDeadline: { [unowned self] in machine.nextDeadline }) { [unowned self] in wake() })
     }
 
@@ -431,6 +432,8 @@ public final class Agent {
                 switch action {
                 case .log(let level, let message):
                     Log.write(level, message)
+                case .logRefusal(let message):
+                    Log.limited("refused holds", message)
                 case .run(let role, let command, let environment):
                     if let failure = children.start(role, spawnRequest(for: role, command, environment)) {
                         queue.append(.processEnded(role, failure))
@@ -531,7 +534,13 @@ public final class Agent {
     /// only when something is due, so that a flood of asks costs no round trip each.
     @discardableResult
     func request(_ event: Event) -> Answer? {
-        let mayEndHolds = if case .holdAsked = event { false } else { true }
+        // Nor does the departure of a client that held nothing: a flood of callers that
+        // come and go costs no round trip each.
+        let mayEndHolds = switch event {
+        case .holdAsked: false
+        case .ownerGone(let owner): machine.holdsAny(of: owner)
+        default: true
+        }
         if mayEndHolds || machine.nextDeadline.map({ $0 <= SystemClock.now().boottime }) == true { wake() }
         return perform(event)
     }

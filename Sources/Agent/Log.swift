@@ -53,20 +53,58 @@ public enum Log {
         }
     }
 
-    /// Lines of one kind (`key`) from a door anyone may knock on (a refused peer, a
-    /// forged signal): the first in full, then at most one a minute with the count
-    /// of those left out, so that a flood cannot bury the log.
-    nonisolated(unsafe) private static var limits: [String: (last: MonotonicInstant, leftOut: Int)] = [:]
-    static func limited(_ key: String, _ message: String, level: LogLevel = .warning) {
+    /// Lines of one kind from a door anyone may knock on (a refused hold, a refused or
+    /// shed connection, a forged signal): the first few of a minute in full, then only
+    /// counted, and the count said once the minute is over, so that no flood, however
+    /// many clients it comes from, can bury the log. `kind` names the lines in the count
+    /// ("… and 3771 more refused holds in the last minute").
+    static func limited(_ kind: String, _ message: String, level: LogLevel = .warning) {
         let now = SystemClock.now().monotonic
-        if let seen = limits[key], now - seen.last < .minutes(1) {
-            limits[key] = (seen.last, seen.leftOut + 1)
-            return
+        sayCounts(at: now)
+        let current = windows[kind].flatMap { now - $0.opened < .minutes(1) ? $0 : nil }
+        if current == nil, windows.count >= 1024 {
+            // Kinds named after a uid: bounded all the same (those with a count say it first).
+            windows = windows.filter { $0.value.leftOut > 0 }
+            if windows.count >= 1024 { sayCounts(at: now + .minutes(1)) }
         }
-        let leftOut = limits[key]?.leftOut ?? 0
-        if limits.count > 1024 { limits.removeAll() }  // keys from many uids: bounded all the same
-        limits[key] = (now, 0)
-        write(level, leftOut > 0 ? "\(message) (and \(leftOut) more like it in the last minute)" : message)
+        var window = current ?? LimitWindow(opened: now, level: level)
+        if window.said < LimitWindow.inFull {
+            window.said += 1
+            write(level, message)
+        } else {
+            window.leftOut += 1
+            let due = window.opened + .minutes(1)
+            countsDue = countsDue.map { Swift.min($0, due) } ?? due
+        }
+        windows[kind] = window
+    }
+
+    private struct LimitWindow {
+        /// Lines of one kind said in full a minute.
+        static let inFull = 3
+        let opened: MonotonicInstant
+        let level: LogLevel
+        var said = 0
+        var leftOut = 0
+    }
+    nonisolated(unsafe) private static var windows: [String: LimitWindow] = [:]
+    /// When the first count of lines left out is due; nil while none was left out, so
+    /// that a quiet agent never wakes for its log.
+    nonisolated(unsafe) private(set) static var countsDue: MonotonicInstant?
+
+    /// Says how many lines of each kind were left out in a minute that is over.
+    static func sayCounts(at now: MonotonicInstant) {
+        guard let due = countsDue, now >= due else { return }
+        countsDue = nil
+        for (kind, window) in windows {
+            guard now - window.opened >= .minutes(1) else {
+                let due = window.opened + .minutes(1)
+                if window.leftOut > 0 { countsDue = countsDue.map { Swift.min($0, due) } ?? due }
+                continue
+            }
+            windows[kind] = nil
+            if window.leftOut > 0 { write(window.level, "… and \(window.leftOut) more \(kind) in the last minute") }
+        }
     }
 
     static func debug(_ message: @autoclosure () -> String) {
@@ -107,6 +145,14 @@ public enum Log {
             dropped += 1
         }
     }
+}
+
+/// Says the counts of rate-limited lines once their minute is over, even when no line of
+/// their kind comes again. No deadline while nothing was left out: a quiet agent never
+/// wakes for its log.
+final class LogCounts: EventSource {
+    var deadline: MonotonicInstant? { Log.countsDue }
+    func dispatch(_ events: PollEvents) { Log.sayCounts(at: SystemClock.now().monotonic) }
 }
 
 /// Makes descriptors 0, 1 and 2 valid before anything else is opened. A launcher

@@ -20,8 +20,8 @@
     X(sd_bus_set_method_call_timeout) X(sd_bus_add_object_vtable) X(sd_bus_request_name) \
     X(sd_bus_emit_signal) X(sd_bus_reply_method_return) X(sd_bus_reply_method_errorf) \
     X(sd_bus_message_read) X(sd_bus_message_get_sender) \
-    X(sd_bus_creds_get_pid) X(sd_bus_creds_unref) X(sd_bus_track_new) X(sd_bus_track_add_name) \
-    X(sd_bus_track_unref) X(sd_bus_call_method) X(sd_bus_call_method_async) X(sd_bus_message_unref) \
+    X(sd_bus_creds_get_pid) X(sd_bus_creds_unref) X(sd_bus_match_signal_async) \
+    X(sd_bus_call_method) X(sd_bus_call_method_async) X(sd_bus_message_unref) \
     X(sd_bus_error_free) X(sd_bus_match_signal) X(sd_bus_message_enter_container) \
     X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_message_read_basic) X(sd_bus_get_property_trivial) \
     X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
@@ -121,7 +121,6 @@ struct caller {
     uint32_t pid;
     int pid_known;
     sd_bus_slot *lookup;
-    sd_bus_track *track;
     sd_bus_message *waiting[CALLER_WAITING_MAX];
     int waiting_count;
     const struct xil_desktop_callbacks *cb;
@@ -139,7 +138,6 @@ static void caller_free(struct caller *c) {
         }
     }
     if (c->lookup) p_sd_bus_slot_unref(c->lookup);
-    if (c->track) p_sd_bus_track_unref(c->track);
     for (int i = 0; i < c->waiting_count; i++) p_sd_bus_message_unref(c->waiting[i]);
     free(c->name);
     free(c);
@@ -152,12 +150,6 @@ static void caller_gone(struct caller *c) {
     caller_free(c);
     if (name) cb->caller_gone(cb->context, name);
     free(name);
-}
-
-static int caller_left(sd_bus_track *track, void *userdata) {
-    (void)track;
-    caller_gone(userdata);
-    return 0;
 }
 
 void xil_screensaver_forget_callers(void) {
@@ -188,7 +180,7 @@ static int pid_answered(sd_bus_message *reply, void *userdata, sd_bus_error *err
     struct caller *c = userdata;
     c->lookup = p_sd_bus_slot_unref(c->lookup);
     if (p_sd_bus_message_is_method_error(reply, "org.freedesktop.DBus.Error.NameHasNoOwner")) {
-        /* Left before the watch on it was in place: it will never be seen to leave. */
+        /* Gone before it was asked: its departure may have come before it was a caller. */
         caller_gone(c);
         return 0;
     }
@@ -217,12 +209,10 @@ static struct caller *caller_for(sd_bus_message *m, const struct xil_desktop_cal
     c->name = strdup(sender);
     c->cb = cb;
     sd_bus *bus = p_sd_bus_message_get_bus(m);
-    /* The watch first, the pid after: an answer to the pid proves the watch is in place. */
-    if (!c->name || p_sd_bus_track_new(bus, &c->track, caller_left, c) < 0 || p_sd_bus_track_add_name(c->track, sender) < 0
-        || p_sd_bus_call_method_async(bus, &c->lookup, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                      "GetConnectionUnixProcessID", pid_answered, c, "s", sender) < 0) {
-        if (c->lookup) p_sd_bus_slot_unref(c->lookup);
-        if (c->track) p_sd_bus_track_unref(c->track);
+    /* The watch on departures was asked for when the service began, so before this: an
+     * answer with a pid proves that this caller's departure will be seen. */
+    if (!c->name || p_sd_bus_call_method_async(bus, &c->lookup, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                               "org.freedesktop.DBus", "GetConnectionUnixProcessID", pid_answered, c, "s", sender) < 0) {
         free(c->name);
         free(c);
         return NULL;
@@ -299,6 +289,19 @@ static int method_idle_time(sd_bus_message *m, void *userdata, sd_bus_error *err
     return p_sd_bus_reply_method_return(m, "u", cb->idle_seconds(cb->context));
 }
 
+/* Departures from the bus, one watch for every caller. sd_bus_track would add a match
+ * per caller and ask the bus, waiting, whether the name still exists: under a flood of
+ * short-lived clients each wait let sd-bus queue everything that came meanwhile, and
+ * the agent's memory grew with the queue. */
+static int name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)userdata; (void)error;
+    const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
+    if (p_sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !new_owner || *new_owner) return 0;
+    struct caller *c = caller_find(name);
+    if (c) caller_gone(c);
+    return 0;
+}
+
 /* SD_BUS_VTABLE_START would name libsystemd's sd_bus_object_vtable_format at
  * link time; it is filled in from dlsym once the library is loaded. */
 static sd_bus_vtable screensaver_vtable[] = {
@@ -324,7 +327,11 @@ int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callb
                                            screensaver_vtable, (void *)callbacks);
         if (r < 0) return r;
     }
-    int r = p_sd_bus_request_name(bus, "org.freedesktop.ScreenSaver", 0);
+    /* Before any caller is asked for its pid (see caller_for); floating: it lasts as long as the connection. */
+    int r = p_sd_bus_match_signal_async(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                        "NameOwnerChanged", name_owner_changed, NULL, NULL);
+    if (r < 0) return r;
+    r = p_sd_bus_request_name(bus, "org.freedesktop.ScreenSaver", 0);
     if (r >= 0) return 1;
     if (r != -EEXIST) return r;
     sd_bus_creds *creds = NULL;

@@ -236,6 +236,10 @@ public enum Action: Equatable, Sendable {
     /// Never sent for the locker.
     case terminate(ProcessRole)
     case log(LogLevel, String)
+    /// A warning that a hold was refused: anyone at a door can cause any number of
+    /// them, so the edge logs them within its one rate limit (the first in full, then
+    /// a count).
+    case logRefusal(String)
     /// Tell event subscribers.
     case announce(Announcement)
     /// Ask the X server whether another client holds the keyboard grab (the

@@ -65,10 +65,9 @@ public enum HoldLimits {
     static let allRefill = Millis.ms(200)
     /// How long the first stage waits at most for the sources to say what they hold.
     public static let startupWait = Millis.seconds(2)
-    /// Owners whose refusals were logged, remembered at most (then forgotten and said again).
-    static let refusalsRemembered = 4096
-    /// Refusals logged for one client or source; the rest are counted in status only.
-    static let refusalsLoggedPerClient = 5
+    /// Clients whose rate is remembered at most (then all forgotten: the rate of all
+    /// clients together still holds).
+    static let ratesRemembered = 1024
 }
 
 /// A rate: `capacity` at once, then one per `refill`.
@@ -130,8 +129,6 @@ struct HoldBook: Sendable {
     /// Reported holds that were refused, by owner and key, with the reason: not tried
     /// (nor logged) again while reported, and shown in status.
     var refused: [HoldOwner: [String: (claim: HoldClaim, reason: String)]] = [:]
-    /// Refusals logged, by owner: a few each, then quiet.
-    var refusalsLogged: [HoldOwner: Int] = [:]
     var clientRates: [HoldOwner: TokenBucket] = [:]
     var allRate: TokenBucket?
     /// The policy's max-inhibit: when holding began in this idle period (the budget
@@ -143,8 +140,14 @@ struct HoldBook: Sendable {
 
     mutating func forget(_ owners: (HoldOwner) -> Bool) {
         refused = refused.filter { !owners($0.key) }
-        refusalsLogged = refusalsLogged.filter { !owners($0.key) }
         clientRates = clientRates.filter { !owners($0.key) }
+    }
+
+    /// One owner is gone: by key, so that a flood of callers that come and go costs no
+    /// pass over everyone remembered.
+    mutating func forget(_ owner: HoldOwner) {
+        refused[owner] = nil
+        clientRates[owner] = nil
     }
 
     mutating func newID(avoiding inhibitors: [Inhibitor]) -> Int {
@@ -180,6 +183,7 @@ extension IdleMachine {
             ?? TokenBucket(capacity: HoldLimits.clientBurst, refill: HoldLimits.clientRefill, at: now.boottime)
         var all = holds.allRate ?? TokenBucket(capacity: HoldLimits.allBurst, refill: HoldLimits.allRefill, at: now.boottime)
         defer {
+            if holds.clientRates[owner] == nil, holds.clientRates.count >= HoldLimits.ratesRemembered { holds.clientRates = [:] }
             holds.clientRates[owner] = client
             holds.allRate = all
         }
@@ -188,18 +192,12 @@ extension IdleMachine {
         return nil
     }
 
-    /// Admits one hold through the gate, or refuses it (said once per owner).
+    /// Admits one hold through the gate, or refuses it (logged within the edge's rate limit:
+    /// a client can be refused any number of times, and clients come and go).
     mutating func admit(_ claim: HoldClaim, of owner: HoldOwner, _ now: Instant, _ out: inout [Action]) -> Answer {
         if let refusal = refusal(of: owner, claim, now) {
-            if holds.refusalsLogged.count >= HoldLimits.refusalsRemembered { holds.refusalsLogged = [:] }
-            let logged = holds.refusalsLogged[owner, default: 0]
-            if logged < HoldLimits.refusalsLoggedPerClient {
-                holds.refusalsLogged[owner] = logged + 1
-                let last = logged + 1 == HoldLimits.refusalsLoggedPerClient
-                out.append(.log(.warning, "not honoured: a hold of \(claim.who) (\(owner.source.rawValue))"
-                    + (claim.why.isEmpty ? "" : " for \(claim.why)") + ": \(refusal)"
-                    + (last ? "; further refusals of this \(owner.client.isEmpty ? "source" : "client") are not logged" : "")))
-            }
+            out.append(.logRefusal("not honoured: a hold of \(claim.who) (\(owner.source.rawValue))"
+                + (claim.why.isEmpty ? "" : " for \(claim.why)") + ": \(refusal)"))
             return .refused(refusal)
         }
         let until = claim.span.map { now.boottime + $0 }
@@ -250,6 +248,16 @@ extension IdleMachine {
     mutating func ownersGone(_ gone: (HoldOwner) -> Bool, _ now: Instant, _ out: inout [Action]) {
         endInhibitors(where: { gone($0.owner) }, now, &out)
         holds.forget(gone)
+    }
+
+    mutating func ownerGone(_ owner: HoldOwner, _ now: Instant, _ out: inout [Action]) {
+        if holdsAny(of: owner) { endInhibitors(where: { $0.owner == owner }, now, &out) }
+        holds.forget(owner)
+    }
+
+    /// Whether `owner` holds the lock off now: its departure ends something.
+    public func holdsAny(of owner: HoldOwner) -> Bool {
+        inhibitors.contains { $0.owner == owner }
     }
 
     // MARK: The first decision

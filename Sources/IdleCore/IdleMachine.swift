@@ -231,7 +231,7 @@ public struct IdleMachine: Sendable {
         case .holdReleased(let owner, let id):
             out.append(.answer(holdReleased(owner, id: id, now, &out)))
         case .ownerGone(let owner):
-            ownersGone({ $0 == owner }, now, &out)
+            ownerGone(owner, now, &out)
         case .sourceReady(let source, let settle):
             sourceReported(source, settle: settle, now, &out)
         case .sourceLost(let source):

@@ -309,6 +309,38 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
         }
     }
 
+    @Test("6b. --secure, a 10 s flood of short-lived session-bus connections, 5 Inhibits each: the lock comes by the lock time + 1 s, VmRSS under 16 MB, at most 30 warnings")
+    func connectionFloodSecure() async throws {
+        let lockAfter = 3000
+        try await Sandbox.with(buses: true) { s in
+            try await s.x("xdotool", "key", "shift")
+            let agent = try await s.startControlledAgent(["--lock-after", "\(lockAfter)ms", "--secure", "--locker", Script.locker])
+            let warningsBefore = agent.count(of: "warning: ")
+            let baseline = ProcInfo.memoryKB(agent.pid)
+            let flood = try s.startBusHelper(["ss-connect-flood", Self.screenSaver, "10"], output: "flood.out")
+            try await s.waitUntil("the flood to begin") { s.contents("flood.out").contains("flooding") }
+            try await s.x("xdotool", "key", "shift")
+            let keyAt = ContinuousClock.now
+            let status = try await s.client("status")
+            let statusTook = (ContinuousClock.now - keyAt).milliseconds
+            let watch = try await s.watchFlood(agent, floods: [flood], since: keyAt, timeout: .seconds(40))
+            let idle = s.lines("lock.idle").first.flatMap { Int($0) }
+            // What a backlog would still log once the flood is over.
+            try await Task.sleep(for: .seconds(2))
+            let rssAfter = ProcInfo.memoryKB(agent.pid)
+            let warnings = agent.count(of: "warning: ") - warningsBefore
+            let sent = s.lines("flood.out").last ?? "?"
+            print("figure: (6b. short-lived connections flood, --secure): " + (idle.map { "locked at \($0) ms of idle, \($0 - lockAfter) ms late" } ?? "never locked within 40 s")
+                  + "; VmRSS \(kB(baseline)) before, max \(kB(watch.maxRSS)) during, \(kB(rssAfter)) 2 s after; \(warnings) warnings; flood: \(sent)"
+                  + "; status during the flood: \(status.exit) after \(statusTook) ms")
+            #expect(status.exit == .exited(0), "status during the flood: \(status.stderr)")
+            #expect(idle != nil, "no lock within 40 s of the flood's start")
+            if let idle { #expect(idle - lockAfter <= 1000, "locked \(idle - lockAfter) ms late under the flood") }
+            #expect(watch.maxRSS < floodRSSLimitKB, "VmRSS reached \(kB(watch.maxRSS))")
+            #expect(warnings <= 30, "\(warnings) warnings:\n\(agent.log.suffix(1500))")
+        }
+    }
+
     @Test("7. one connection asking for 5,000 inhibitors gets at most 64, then D-Bus errors; status still answers")
     func inhibitorsPerConnection() async throws {
         try await Sandbox.with(buses: true) { s in
@@ -488,6 +520,35 @@ func kB(_ value: Int?) -> String { value.map { String(format: "%.1f MB", Double(
                   + (idle.map { "locked at \($0) ms of idle" } ?? "never locked within 18 s"))
             #expect(idle != nil, "no lock within 18 s\n\(second.log)")
             if let idle { #expect(idle <= 6000 + latestLock, "locked at \(idle) ms of idle: the restart was a fresh budget\n\(second.log)") }
+        }
+    }
+
+    // MARK: The control socket
+
+    @Test("14. a connect storm on the control socket (2,000 connections that never send a line, and clients that reconnect again and again) does not keep the user's status and lock out; the log stays short")
+    func connectStorm() async throws {
+        try await Sandbox.with { s in
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.locker])
+            let linesBefore = agent.log.split(separator: "\n").count
+            let storm = try s.startBusHelper(["connect-storm", s.socket, "10", "--workers", "1"], output: "storm.out")
+            try await s.waitUntil("the storm to begin") { s.contents("storm.out").contains("storming") }
+            var asked: [(command: String, result: CommandResult, ms: Int)] = []
+            for command in ["status", "status", "lock", "status"] {
+                let started = ContinuousClock.now
+                let result = try await s.client(command)
+                asked.append((command, result, (ContinuousClock.now - started).milliseconds))
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            _ = try await storm.waitForExit("the storm", timeout: .seconds(60))
+            let grown = agent.log.split(separator: "\n").count - linesBefore
+            print("attack figure (14. control socket connect storm): " + asked.map { "\($0.command) \($0.result.exit) in \($0.ms) ms" }.joined(separator: ", ")
+                  + "; log grew by \(grown) lines; storm: \(s.lines("storm.out").last ?? "?")")
+            for (command, result, ms) in asked {
+                #expect(result.exit == .exited(0), "\(command) during the storm: \(result.stderr)")
+                #expect(ms <= 2000, "\(command) took \(ms) ms")
+            }
+            #expect(s.exists("lock.idle"), "the user's lock did not start the locker")
+            #expect(grown <= 30, "the log grew by \(grown) lines:\n\(agent.log.suffix(1500))")
         }
     }
 

@@ -77,7 +77,7 @@ struct Simulation {
                 notifierRunning = nil
             case .terminate:
                 break
-            case .log(_, let message):
+            case .log(_, let message), .logRefusal(let message):
                 checksum &+= message.utf8.count
             case .announce:
                 checksum &+= 1

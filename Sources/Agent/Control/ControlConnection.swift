@@ -18,8 +18,11 @@ final class ControlConnection: EventSource {
     weak var handler: ControlRequestHandler?
     private var input = LineBuffer(limit: ControlRequest.maxLineBytes)
     private(set) var output: [UInt8] = []
-    /// The request deadline, for clients that hold nothing.
+    /// The request deadline, for clients that hold nothing and follow no events; at the
+    /// connection limit the one nearest it is closed first.
     var requestDeadline: MonotonicInstant?
+    /// It has sent a whole line.
+    private(set) var asked = false
     var subscribed = false
     /// It holds the lock off while it stays open: no request deadline, and its holds
     /// end when it closes.
@@ -77,13 +80,14 @@ final class ControlConnection: EventSource {
     func dispatch(_ events: PollEvents) {
         guard !isFinished else { return }
         if events.isEmpty {
-            send(ControlRequest.errorReply("no request within \(ControlServerLimits.requestTimeout)"))
+            send(ControlRequest.errorReply("no request within \(asked ? ControlServerLimits.requestTimeout : ControlServerLimits.firstLineTimeout)"))
             close()
             return
         }
         flush()
         if !events.isDisjoint(with: [.readable, .hangUp, .error]) {
             for line in readLines() where !isFinished {
+                asked = true
                 handler?.handle(line, from: self)
             }
         }
@@ -143,8 +147,14 @@ final class ControlConnection: EventSource {
 
 enum ControlServerLimits {
     static let maxConnections = 128
+    /// How long a new client may take to send its first line: the agent's own commands
+    /// send theirs at once.
+    static let firstLineTimeout = Millis.seconds(2)
     /// How long a client that holds nothing may stay without sending a request.
     static let requestTimeout = Millis.seconds(10)
+    /// Clients accepted a turn of the loop, fewer than the limit: a client accepted in
+    /// one turn is read in the next, before a crowd behind it can push it out.
+    static let acceptsPerTurn = 32
     /// After running out of descriptors, how long the listener rests: level-triggered
     /// poll would otherwise report the waiting client again at once, for ever.
     static let acceptBackoff = Millis.seconds(1)

@@ -105,13 +105,19 @@ final class ControlListener: EventSource {
         connections.removeAll { $0 === connection }
     }
 
-    /// Accepts every waiting client; refuses other users and clients beyond the limit.
+    /// Accepts the waiting clients, a bounded number a turn (those left wait for the next
+    /// turn, after the clients accepted now have been read). Other users are refused. At
+    /// the limit the connection nearest its request deadline (one that never sent a whole
+    /// line, or has asked nothing for longest) is closed to make room: a crowd of silent
+    /// clients can never keep the user's own `lock` or `status` out. Only when every
+    /// place holds the lock off or follows events is the new client refused.
     private func acceptClients() {
-        while true {
+        for _ in 0..<ControlServerLimits.acceptsPerTurn {
             let fd = xil_accept(listener)
             guard fd >= 0 else {
                 if errno == EMFILE || errno == ENFILE {
-                    Log.write(.error, "out of file descriptors: not accepting control clients for \(ControlServerLimits.acceptBackoff)")
+                    Log.limited("pauses in accepting control clients (out of file descriptors)",
+                                "out of file descriptors: not accepting control clients for \(ControlServerLimits.acceptBackoff)", level: .error)
                     restingUntil = now() + ControlServerLimits.acceptBackoff
                 }
                 return
@@ -120,17 +126,26 @@ final class ControlListener: EventSource {
             var uid: uid_t = 0
             guard xil_peer_credentials(fd, &pid, &uid) == 0, uid == getuid() else {
                 // The socket's mode keeps others out; this holds even if it is opened up.
-                Log.write(.warning, "refused a control connection from uid \(uid) (pid \(pid)): only uid \(getuid()) may control this agent")
+                Log.limited("control connections of other users refused",
+                            "refused a control connection from uid \(uid) (pid \(pid)): only uid \(getuid()) may control this agent")
                 refuse(fd, "refused: only the agent's own user may control it")
                 continue
             }
-            guard connections.count < ControlServerLimits.maxConnections else {
-                Log.write(.warning, "refused a control connection from pid \(pid): \(ControlServerLimits.maxConnections) clients are connected already")
-                refuse(fd, "refused: too many connections (\(ControlServerLimits.maxConnections))")
-                continue
+            if connections.count >= ControlServerLimits.maxConnections {
+                let idle = connections.filter { $0.requestDeadline != nil }.min { $0.requestDeadline! < $1.requestDeadline! }
+                guard let idle else {
+                    Log.limited("control connections refused",
+                                "refused a control connection from pid \(pid): \(ControlServerLimits.maxConnections) clients are connected already, each holding the lock off or following events")
+                    refuse(fd, "refused: too many connections (\(ControlServerLimits.maxConnections))")
+                    continue
+                }
+                Log.limited("control connections closed to make room",
+                            "closed the control connection of \(idle.who), which had no request under way, to make room for pid \(pid): \(ControlServerLimits.maxConnections) clients are connected")
+                idle.send(ControlRequest.errorReply("closed: \(ControlServerLimits.maxConnections) clients are connected, and this one asked nothing for longest"))
+                idle.close()
             }
             let connection = ControlConnection(fd: fd, pid: pid, who: "pid \(pid) (\(processName(pid)))", handler: handler)
-            connection.requestDeadline = now() + ControlServerLimits.requestTimeout
+            connection.requestDeadline = now() + ControlServerLimits.firstLineTimeout
             connections.append(connection)
             onAccept(connection)
         }

@@ -70,6 +70,7 @@ public final class GuardService {
         do {
             loop.add(try SignalSource([SIGCHLD, SIGTERM, SIGINT]) { [unowned self] signal in received(signal) })
             loop.add(AuditTrail.shared)
+            loop.add(LogCounts())
             loop.add(try GuardDeadline(next: { [unowned self] in
                 sessionsStale ? MonotonicInstant(.zero) : machine.nextDeadline
             }) { [unowned self] in
@@ -121,7 +122,7 @@ public final class GuardService {
             // A flood of one user's connections is bounded: the user's own, not the others'.
             let pending = connections.filter { $0.uid == uid && !$0.registered }.count
             if pending >= GuardService.pendingPerUser {
-                Log.limited("guard-flood-\(uid)", "too many unverified connections from uid \(uid): refusing pid \(pid)")
+                Log.limited("connections of uid \(uid) refused (too many unverified)", "too many unverified connections from uid \(uid): refusing pid \(pid)")
                 close(fd)
                 continue
             }
@@ -241,7 +242,7 @@ public final class GuardService {
     }
 
     private func refuse(_ connection: GuardConnection, _ reason: String, session: String?) {
-        Log.limited("guard-refused-\(connection.uid)", "refusing the registration of pid \(connection.pid) (uid \(connection.uid))\(session.map { " for session \($0)" } ?? ""): \(reason)")
+        Log.limited("registrations of uid \(connection.uid) refused", "refusing the registration of pid \(connection.pid) (uid \(connection.uid))\(session.map { " for session \($0)" } ?? ""): \(reason)")
         AuditTrail.record(GuardAudit.refused(pid: connection.pid, uid: connection.uid, reason: reason))
         connection.finish(with: .refused(reason))
     }
@@ -365,7 +366,7 @@ public final class GuardService {
             Unmanaged<GuardService>.fromOpaque(context!).takeUnretainedValue().sessionsStale = true
         }
         callbacks.pointee.forged = { context, sender, what in
-            Log.limited("guard-forged", "dropped \(what.map { String(cString: $0) } ?? "a signal") claiming to be logind's from \(sender.map { String(cString: $0) } ?? "?")")
+            Log.limited("forged logind signals dropped", "dropped \(what.map { String(cString: $0) } ?? "a signal") claiming to be logind's from \(sender.map { String(cString: $0) } ?? "?")")
         }
         callbacks.pointee.log = { context, level, message in
             Log.fromLibrary(level, message)

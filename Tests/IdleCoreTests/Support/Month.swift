@@ -376,7 +376,7 @@ struct MonthSimulation {
             case .terminate(let role):
                 check(role != .locker, "the locker was terminated")
                 terminated(role)
-            case .log, .announce, .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer, .turnScreenOff, .restoreScreenSettings:
+            case .log, .logRefusal, .announce, .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer, .turnScreenOff, .restoreScreenSettings:
                 break
             case .probeGrabs:
                 // The edge answers at once: a running locker grabs the keyboard within

@@ -212,11 +212,15 @@ extension Array where Element == Action {
     }
 
     func logs(_ level: LogLevel) -> [String] {
-        compactMap { if case .log(level, let text) = $0 { text } else { nil } }
+        compactMap {
+            if case .log(level, let text) = $0 { text } else if case .logRefusal(let text) = $0, level == .warning { text } else { nil }
+        }
     }
 
     func logs(containing text: String) -> [String] {
-        compactMap { if case .log(_, let line) = $0, line.contains(text) { line } else { nil } }
+        compactMap {
+            if case .log(_, let line) = $0, line.contains(text) { line } else if case .logRefusal(let line) = $0, line.contains(text) { line } else { nil }
+        }
     }
 }
 

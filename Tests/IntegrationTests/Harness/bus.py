@@ -33,6 +33,13 @@ Not D-Bus, for the guard's tests:
                                             answers every request line with REPLY_FILE's
                                             line (a `status --json` saved earlier); prints
                                             `listening`, then `answered N`; runs until killed
+    bus.py connect-storm SOCKET SECONDS [--silent N] [--workers N]
+                                            a crowd on a control socket for SECONDS: N (2000)
+                                            connections that never send a line (each one the
+                                            agent closes is opened again), and N workers (2)
+                                            that connect, send half a line and leave, again
+                                            and again; prints `storming`, then
+                                            `silent N reconnects M`
     bus.py on-battery true|false            UPower's OnBattery (PropertiesChanged from the mock)
     bus.py idle-inhibit WHO WHY --until FILE
                                             holds a logind idle block inhibitor until FILE exists
@@ -50,6 +57,12 @@ Not D-Bus, for the guard's tests:
                                             stays on the bus until FILE exists
     bus.py ss-flood PATH SECONDS            Inhibit calls as fast as the bus takes them for
                                             SECONDS, never waiting for an answer
+    bus.py ss-connect-flood PATH SECONDS [--calls N] [--workers N]
+                                            short-lived connections for SECONDS: each says
+                                            Hello and N (5) Inhibit calls, waits for their
+                                            answers (5 s at most; every other worker
+                                            only for Hello's) and leaves; N workers (2) at once; prints
+                                            `flooding`, then `connections C calls M`
     bus.py ss-repeat PATH METHOD EVERY SECONDS
                                             METHOD (no arguments) every EVERY s for SECONDS
     bus.py ss-follow PATH APP REASON --until FILE
@@ -511,6 +524,192 @@ def ss_flood(args):
     print(f'sent {sent}', flush=True)
 
 
+def wire_message(serial, destination, path, interface, member, signature='', body=b''):
+    """One method call in D-Bus's wire format (little-endian), made by hand: a flood of
+    connections is faster without a client library's connection set-up."""
+    import struct
+    out = bytearray(b'l\x01\x00\x01' + struct.pack('<II', len(body), serial))
+
+    def pad(n):
+        out.extend(b'\x00' * (-len(out) % n))
+
+    def string(code, kind, value):
+        pad(8)
+        out.extend(bytes([code, 1]) + kind.encode() + b'\x00')
+        data = value.encode()
+        if kind == 'g':
+            out.extend(bytes([len(data)]) + data + b'\x00')
+        else:
+            pad(4)
+            out.extend(struct.pack('<I', len(data)) + data + b'\x00')
+
+    length_at = len(out)
+    out.extend(b'\x00' * 4)
+    pad(8)
+    start = len(out)
+    string(1, 'o', path)
+    if interface:
+        string(2, 's', interface)
+    string(3, 's', member)
+    string(6, 's', destination)
+    if signature:
+        string(8, 'g', signature)
+    out[length_at:length_at + 4] = struct.pack('<I', len(out) - start)
+    pad(8)
+    return bytes(out) + body
+
+
+def wire_strings(*values):
+    import struct
+    out = bytearray()
+    for value in values:
+        out.extend(b'\x00' * (-len(out) % 4))
+        data = value.encode()
+        out.extend(struct.pack('<I', len(data)) + data + b'\x00')
+    return bytes(out)
+
+
+def wire_count(data):
+    """How many whole messages `data` holds (little-endian, as the daemon writes to us)."""
+    import struct
+    count = 0
+    while len(data) >= 16:
+        body, fields = struct.unpack_from('<I', data, 4)[0], struct.unpack_from('<I', data, 12)[0]
+        size = 16 + fields + (-(16 + fields) % 8) + body
+        if len(data) < size:
+            break
+        data = data[size:]
+        count += 1
+    return count
+
+
+def ss_connect_flood(args):
+    """Connections that each say Hello and a few Inhibits, then leave: each is a new
+    client of the service for the agent, gone as soon as it came."""
+    import socket
+    path, seconds = args[0], float(args[1])
+    calls = int(args[args.index('--calls') + 1]) if '--calls' in args else 5
+    workers = int(args[args.index('--workers') + 1]) if '--workers' in args else 2
+    address = os.environ['DBUS_SESSION_BUS_ADDRESS']
+    socket_path = address.split('path=', 1)[1].split(',')[0]
+    auth = b'\x00AUTH EXTERNAL ' + str(os.getuid()).encode().hex().encode() + b'\r\nBEGIN\r\n'
+    hello = wire_message(1, 'org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus', 'Hello')
+    inhibits = b''.join(wire_message(2 + k, SCREENSAVER, path, SCREENSAVER, 'Inhibit', 'ss',
+                                     wire_strings(f'connect flood {k}', 'flooding')) for k in range(calls))
+    record_pid()
+    end = time.monotonic() + seconds
+    children = []
+    for worker in range(workers):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            made = 0
+            while time.monotonic() < end:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(socket_path)
+                    s.settimeout(5)
+                    s.sendall(auth + hello + inhibits)
+                    # OK <guid>, then Hello's answer, NameAcquired and an answer to each call;
+                    # every other worker leaves once Hello is answered, its calls still on
+                    # their way to the agent.
+                    wanted = 2 + calls if worker % 2 == 0 else 1
+                    got = b''
+                    while b'\r\n' not in got or wire_count(got[got.index(b'\r\n') + 2:]) < wanted:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            break
+                        got += chunk
+                    made += 1
+                except OSError:
+                    pass
+                finally:
+                    s.close()
+                if made == 1 and worker == 0:
+                    print('flooding', flush=True)
+            os.write(write_end, f'{made}\n'.encode())
+            os._exit(0)
+        os.close(write_end)
+        children.append((pid, read_end))
+    total = 0
+    for pid, read_end in children:
+        with os.fdopen(read_end) as f:
+            total += int(f.read().strip() or 0)
+        os.waitpid(pid, 0)
+    print(f'connections {total} calls {total * calls}', flush=True)
+
+
+def connect_storm(args):
+    """Clients of the control socket that take a place and never ask anything."""
+    import resource
+    import select
+    import socket
+    path, seconds = args[0], float(args[1])
+    silent = int(args[args.index('--silent') + 1]) if '--silent' in args else 2000
+    workers = int(args[args.index('--workers') + 1]) if '--workers' in args else 2
+    record_pid()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, silent + 256), hard))
+    end = time.monotonic() + seconds
+    children = []
+    for worker in range(workers):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            made = 0
+            while time.monotonic() < end:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(path)
+                    s.send(b'{"comm')
+                    made += 1
+                except OSError:
+                    pass
+                s.close()
+            os.write(write_end, f'{made}\n'.encode())
+            os._exit(0)
+        os.close(write_end)
+        children.append((pid, read_end))
+
+    def opened():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(path)
+        except BlockingIOError:
+            pass
+        except OSError:
+            s.close()
+            return None
+        return s
+
+    crowd = [c for c in (opened() for _ in range(silent)) if c]
+    print('storming', flush=True)
+    reopened = 0
+    while time.monotonic() < end:
+        # Those the agent closed (readable: a refusal or the end) take their place again.
+        watch = select.poll()
+        by_fd = {c.fileno(): c for c in crowd}
+        for fd in by_fd:
+            watch.register(fd, select.POLLIN)
+        for fd, _ in watch.poll(50):
+            c = by_fd[fd]
+            crowd.remove(c)
+            c.close()
+            fresh = opened()
+            if fresh:
+                crowd.append(fresh)
+                reopened += 1
+    total = 0
+    for pid, read_end in children:
+        with os.fdopen(read_end) as f:
+            total += int(f.read().strip() or 0)
+        os.waitpid(pid, 0)
+    print(f'silent {len(crowd)} reopened {reopened} reconnects {total}', flush=True)
+
+
 def ss_repeat(args):
     path, method, every, seconds = args[0], args[1], float(args[2]), float(args[3])
     obj = dbus.SessionBus().get_object(SCREENSAVER, path, introspect=False)
@@ -677,6 +876,10 @@ def main():
         ss_inhibit_many(args)
     elif command == 'ss-flood':
         ss_flood(args)
+    elif command == 'ss-connect-flood':
+        ss_connect_flood(args)
+    elif command == 'connect-storm':
+        connect_storm(args)
     elif command == 'ss-repeat':
         ss_repeat(args)
     elif command == 'ss-follow':
