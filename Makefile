@@ -13,6 +13,9 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 EXAMPLESDIR ?= $(PREFIX)/share/doc/xidlelock/examples
+# README.md there, and the guides under docs/ beside it, so that its links work.
+DOCDIR ?= $(PREFIX)/share/doc/xidlelock
+DOCS = docs/admin.md docs/development.md docs/flags.md docs/install.md docs/security.md docs/usage.md
 
 # The release binary runs where no Swift toolchain is installed: the Swift runtime
 # is linked in statically and no rpath points back at the build tree.
@@ -123,7 +126,8 @@ install: release
 	$(RELEASE_BIN) completions fish > $(GEN)/xidlelock.fish
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(AUTOSTARTDIR) \
 	  $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DBUSSERVICEDIR) \
-	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLESDIR)
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLESDIR) \
+	  $(DESTDIR)$(DOCDIR)/docs
 	install -m 755 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/xidlelock
 	install -m 644 man/xidlelock.1 $(DESTDIR)$(MANDIR)/xidlelock.1
 	install -m 644 $(GEN)/xidlelock.desktop $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop
@@ -135,10 +139,12 @@ install: release
 	install -m 644 $(GEN)/xidlelock.fish $(DESTDIR)$(FISHCOMPDIR)/xidlelock.fish
 	install -m 755 packaging/examples/dim-screen.sh packaging/examples/logout.sh $(DESTDIR)$(EXAMPLESDIR)/
 	install -m 644 packaging/examples/config packaging/examples/policy packaging/examples/policy.stig $(DESTDIR)$(EXAMPLESDIR)/
+	install -m 644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/docs/
 	@[ -n "$(DESTDIR)" ] || echo "make install: to guard the sessions under /etc/xidlelock/policy:" \
 	  "systemctl daemon-reload && systemctl enable --now xidlelock-guard.service"
 
-# Removes exactly what `install` put there (and the examples' own folders if empty).
+# Removes exactly what `install` put there (and the examples' and docs' own folders if empty).
 # Into the running system (no DESTDIR) it first stops and disables the guard: its unit
 # restarts it every second, for ever, and without the binary each start fails.
 uninstall:
@@ -158,8 +164,10 @@ uninstall:
 	  $(DESTDIR)$(EXAMPLESDIR)/logout.sh \
 	  $(DESTDIR)$(EXAMPLESDIR)/config \
 	  $(DESTDIR)$(EXAMPLESDIR)/policy \
-	  $(DESTDIR)$(EXAMPLESDIR)/policy.stig
-	rmdir $(DESTDIR)$(EXAMPLESDIR) $(DESTDIR)$(dir $(EXAMPLESDIR)) 2>/dev/null || true
+	  $(DESTDIR)$(EXAMPLESDIR)/policy.stig \
+	  $(DESTDIR)$(DOCDIR)/README.md \
+	  $(addprefix $(DESTDIR)$(DOCDIR)/,$(DOCS))
+	rmdir $(DESTDIR)$(EXAMPLESDIR) $(DESTDIR)$(dir $(EXAMPLESDIR)) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi
 
 # dist/xidlelock_VERSION_ARCH.deb, from `make install DESTDIR=... PREFIX=/usr`.

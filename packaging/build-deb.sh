@@ -44,6 +44,10 @@ ${MAKE:-make} --no-print-directory install DESTDIR="$PWD/$stage" PREFIX=/usr \
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/xidlelock"
 gzip -9n "$stage/usr/share/man/man1/xidlelock.1"
 doc=$stage/usr/share/doc/xidlelock
+# Debian policy 12.3: documentation in /usr/share/doc compressed (README.md and the
+# guides in docs/, which make install put there); all of it, not only what is over
+# 4 kB, so that the file list does not change with a guide's length.
+find "$doc" -maxdepth 2 -name '*.md' -exec gzip -9n {} +
 install -m 644 packaging/copyright "$doc/copyright"
 gzip -9nc packaging/changelog > "$doc/changelog.gz"
 chmod 644 "$doc/changelog.gz"

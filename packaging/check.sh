@@ -111,6 +111,13 @@ expected="/etc/xdg/autostart/xidlelock.desktop
 /usr/local/lib/systemd/user/xidlelock.service
 /usr/local/share/bash-completion/completions/xidlelock
 /usr/local/share/dbus-1/services/org.freedesktop.ScreenSaver.service
+/usr/local/share/doc/xidlelock/README.md
+/usr/local/share/doc/xidlelock/docs/admin.md
+/usr/local/share/doc/xidlelock/docs/development.md
+/usr/local/share/doc/xidlelock/docs/flags.md
+/usr/local/share/doc/xidlelock/docs/install.md
+/usr/local/share/doc/xidlelock/docs/security.md
+/usr/local/share/doc/xidlelock/docs/usage.md
 /usr/local/share/doc/xidlelock/examples/config
 /usr/local/share/doc/xidlelock/examples/dim-screen.sh
 /usr/local/share/doc/xidlelock/examples/logout.sh
@@ -153,7 +160,11 @@ for path in ./usr/bin/xidlelock ./usr/share/man/man1/xidlelock.1.gz \
     ./usr/share/zsh/vendor-completions/_xidlelock \
     ./usr/share/fish/vendor_completions.d/xidlelock.fish \
     ./usr/share/doc/xidlelock/examples/dim-screen.sh ./usr/share/doc/xidlelock/examples/logout.sh \
-    ./usr/share/doc/xidlelock/examples/policy.stig; do
+    ./usr/share/doc/xidlelock/examples/policy.stig \
+    ./usr/share/doc/xidlelock/README.md.gz ./usr/share/doc/xidlelock/docs/admin.md.gz \
+    ./usr/share/doc/xidlelock/docs/development.md.gz ./usr/share/doc/xidlelock/docs/flags.md.gz \
+    ./usr/share/doc/xidlelock/docs/install.md.gz ./usr/share/doc/xidlelock/docs/security.md.gz \
+    ./usr/share/doc/xidlelock/docs/usage.md.gz; do
     printf '%s\n' "$contents" | awk '{ print $6 }' | grep -qx "$path" || fail "the .deb lacks $path"
 done
 printf '%s\n' "$contents" | awk '$2 != "root/root"' | grep . && fail "files in the .deb not owned by root/root"

@@ -2,14 +2,19 @@ import Foundation
 import IdleCore
 import Testing
 
-// Keeps `xidlelock --help`, `xidlelock help COMMAND`, man/xidlelock.1 and README.md in
-// step, by running the built binary and reading its help as a user would:
+// Keeps `xidlelock --help`, `xidlelock help COMMAND`, man/xidlelock.1, README.md and
+// the guides in docs/ in step, by running the built binary and reading its help as a
+// user would:
 //   - every flag and command the binary prints is in the man page's OPTIONS or
 //     COMMANDS section (with its value name), and every flag or command listed
 //     there is one the binary knows;
-//   - README.md's "## Flags" section is exactly what the help prints, rendered as a
-//     list. When it drifts the test shows the new section; `XIDLELOCK_UPDATE_DOCS=1
-//     swift test --filter DocsTests` writes it.
+//   - docs/flags.md is exactly what the help prints, rendered as a list (it was
+//     README.md's "## Flags" section until the README became a front page). When it
+//     drifts the test shows the new file; `XIDLELOCK_UPDATE_DOCS=1 swift test
+//     --filter DocsTests` writes it;
+//   - a line of README.md or docs/*.md that starts with `xidlelock ...` names a
+//     command or option the binary has, and every docs/ page README.md links to
+//     exists.
 // The binary: $XIDLELOCK_BIN, or .build/debug/xidlelock (swift test builds it).
 // Names start with `docs` to stay clear of the other integration tests' helpers.
 
@@ -143,12 +148,36 @@ private func docsKnownFlags(_ help: (main: String, commands: [DocsCommand], othe
         #expect(names.contains(second) || second.hasPrefix("-") || words[1].hasPrefix("["),
                 "'\(form)' reads as a usage form but names no command or option")
     }
+    let pages = try docsMarkdownPages()
+    #expect(pages.count > 1, "found no guides in docs/")
+    for (name, text) in pages {
+        for line in text.split(separator: "\n") where line.hasPrefix("`xidlelock ") {
+            let form = line.dropFirst().prefix { $0 != "`" }
+            let second = form.split(separator: " ").dropFirst().first.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "[],")) } ?? ""
+            #expect(names.contains(second) || second.hasPrefix("-") || second.isEmpty,
+                    "\(name) lists '\(form)' as a command")
+        }
+    }
+}
+
+/// README.md and every docs/*.md, by their path from the package root.
+private func docsMarkdownPages() throws -> [(name: String, text: String)] {
+    let docs = docsPackageRoot.appendingPathComponent("docs")
+    let names = try FileManager.default.contentsOfDirectory(atPath: docs.path)
+        .filter { $0.hasSuffix(".md") }.sorted().map { "docs/\($0)" }
+    return try (["README.md"] + names).map { name in
+        (name, try String(contentsOf: docsPackageRoot.appendingPathComponent(name), encoding: .utf8))
+    }
+}
+
+/// The README is a front page: what it points to must be there.
+@Test func docsReadmeLinksToGuidesThatExist() throws {
     let readme = try String(contentsOf: docsPackageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-    for line in readme.split(separator: "\n") where line.hasPrefix("`xidlelock ") {
-        let form = line.dropFirst().prefix { $0 != "`" }
-        let second = form.split(separator: " ").dropFirst().first.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "[],")) } ?? ""
-        #expect(names.contains(second) || second.hasPrefix("-") || second.isEmpty,
-                "README.md lists '\(form)' as a command")
+    let links = Set(readme.matches(of: /\]\((docs\/[a-z-]+\.md)(#[a-z0-9-]*)?\)/).map { String($0.output.1) })
+    #expect(links.contains("docs/flags.md"), "README.md does not link to docs/flags.md")
+    for link in links.sorted() {
+        #expect(FileManager.default.fileExists(atPath: docsPackageRoot.appendingPathComponent(link).path),
+                "README.md links to \(link), which does not exist")
     }
 }
 
@@ -312,18 +341,19 @@ private func docsVariablesInSources() throws -> Set<String> {
     #expect(th?.contains("\"\(version)\"") == true, "man/xidlelock.1 .TH does not name \(version): \(th ?? "")")
 }
 
-// MARK: README.md
+// MARK: docs/flags.md
 
-/// README's "## Flags" section, rendered from the help.
-private func docsFlagsSection(_ help: (main: String, commands: [DocsCommand], otherUsage: [String])) -> String {
+/// docs/flags.md, rendered from the help.
+private func docsFlagsPage(_ help: (main: String, commands: [DocsCommand], otherUsage: [String])) -> String {
     func list(_ options: [DocsOption]) -> String {
         options.map { "- `\($0.spec)`: \($0.help)" }.joined(separator: "\n")
     }
     var text = """
-        ## Flags
+        # Flags and commands
 
-        Kept in step with `xidlelock --help` and `xidlelock help COMMAND` by
-        `Tests/IntegrationTests/DocsTests.swift`, which prints this list when it drifts.
+        What `xidlelock --help` and `xidlelock help COMMAND` print, as a list. Kept in
+        step with them by `Tests/IntegrationTests/DocsTests.swift`, which prints this
+        page when it drifts. Each is described in full in the man page, xidlelock(1).
 
         """
     for command in help.commands {
@@ -341,25 +371,24 @@ private func docsFlagsSection(_ help: (main: String, commands: [DocsCommand], ot
     return text
 }
 
-@Test func docsReadmeFlagsSectionMatchesTheHelp() throws {
+@Test func docsFlagsPageMatchesTheHelp() throws {
     let help = try docsHelp()
-    let url = docsPackageRoot.appendingPathComponent("README.md")
-    let readme = try String(contentsOf: url, encoding: .utf8)
-    let expected = docsFlagsSection(help)
-    guard let start = readme.range(of: "\n## Flags\n") else {
-        Issue.record("README.md has no '## Flags' section; it should read:\n\(expected)")
+    let url = docsPackageRoot.appendingPathComponent("docs/flags.md")
+    let expected = docsFlagsPage(help)
+    guard let current = try? String(contentsOf: url, encoding: .utf8) else {
+        if ProcessInfo.processInfo.environment["XIDLELOCK_UPDATE_DOCS"] == "1" {
+            try expected.write(to: url, atomically: true, encoding: .utf8)
+            return
+        }
+        Issue.record("there is no docs/flags.md; it should read:\n\(expected)")
         return
     }
-    let rest = readme[start.upperBound...]
-    let end = rest.range(of: "\n## ")?.lowerBound ?? readme.endIndex
-    let current = String(readme[readme.index(after: start.lowerBound)..<end])
     if current != expected, ProcessInfo.processInfo.environment["XIDLELOCK_UPDATE_DOCS"] == "1" {
-        try readme.replacingCharacters(in: readme.index(after: start.lowerBound)..<end, with: expected)
-            .write(to: url, atomically: true, encoding: .utf8)
+        try expected.write(to: url, atomically: true, encoding: .utf8)
         return
     }
     #expect(current == expected, """
-        README.md's '## Flags' section is not what xidlelock --help prints \
+        docs/flags.md is not what xidlelock --help prints \
         (XIDLELOCK_UPDATE_DOCS=1 swift test --filter DocsTests writes it). It should read:
         \(expected)
         """)
@@ -367,9 +396,9 @@ private func docsFlagsSection(_ help: (main: String, commands: [DocsCommand], ot
     let known = docsKnownFlags(help)
     let listed = Set(current.matches(of: /--[a-z][a-z-]*/).map { String($0.output) })
     for flag in listed.subtracting(known) {
-        Issue.record("README.md lists \(flag), which xidlelock does not know")
+        Issue.record("docs/flags.md lists \(flag), which xidlelock does not know")
     }
     for flag in known.subtracting(listed) {
-        Issue.record("README.md's Flags section lacks \(flag)")
+        Issue.record("docs/flags.md lacks \(flag)")
     }
 }

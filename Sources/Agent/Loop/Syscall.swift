@@ -22,7 +22,7 @@ enum IOResult<Value> {
 /// The wrapper for system calls whose failure the agent acts on: EINTR is retried
 /// in this one place, a failure becomes a `SystemError` naming the call, and EAGAIN
 /// (for non-blocking descriptors) is a value, not an error. (Not every call goes
-/// through it: see README, How it works.)
+/// through it: see docs/development.md, How it works.)
 enum Syscall {
     /// Calls `body` until it does not fail with EINTR; -1 throws.
     @discardableResult
