@@ -120,6 +120,11 @@ public enum GuardEvent: Equatable, Sendable {
     case agentReported(session: String, locked: Bool)
     case lockerStarted(session: String, pid: Int32)
     case lockerCouldNotStart(session: String, reason: String)
+    /// A locker a guard before this one started in the session (before an upgrade's
+    /// restart) still runs: followed instead of starting a second, which could not
+    /// grab, would fail, and after three tries log the session off. Not the guard's
+    /// child: its end is seen, its exit status is not.
+    case lockerFound(session: String, pid: Int32)
     /// The guard's locker ended: its exit status, or the signal that killed it.
     case lockerEnded(session: String, pid: Int32, exitStatus: Int32?, signal: Int32)
     /// Time passed (a deadline).
@@ -159,6 +164,8 @@ public struct GuardSessionState: Equatable, Sendable {
     public var lockerFailuresInARow = 0
     /// The locker was handed to the agent now registered: its end is the agent's to judge.
     public var lockerHandedOver = false
+    /// The running locker is one `lockerFound`: how it ends cannot be known.
+    public var lockerEndUnseen = false
     public var agentSaysLocked: Bool?
     /// The last thing the guard did for this session, in words, and when.
     public var lastAction: (what: String, at: MonotonicInstant)?
@@ -289,6 +296,7 @@ public struct GuardMachine: Sendable {
         case .lockerStarted(let id, let pid):
             guard var state = sessions[id] else { break }
             state.locker = .running(pid: pid, since: now)
+            state.lockerEndUnseen = false
             state.lastAction = ("started the policy's locker (pid \(pid))", now)
             actions.append(.audit(GuardAudit.acted(state.session, "started the policy's locker (pid \(pid))", priority: 5)))
             if state.guarded {
@@ -298,6 +306,18 @@ public struct GuardMachine: Sendable {
             sessions[id] = state
         case .lockerCouldNotStart(let id, let reason):
             actions += lockerFailed(id, "could not be started (\(reason))", at: now)
+        case .lockerFound(let id, let pid):
+            guard var state = sessions[id] else { break }
+            // Held since before this guard: it has covered the screen longer than anyone types.
+            state.locker = .running(pid: pid, since: now - shortestGuardLock)
+            state.lockerEndUnseen = true
+            state.lastAction = ("found the policy's locker a guard before it started (pid \(pid))", now)
+            actions.append(.audit(GuardAudit.acted(state.session, "found the policy's locker running (pid \(pid)), started before the guard's restart: no second", priority: 5)))
+            if state.guarded {
+                state.lockerHandedOver = true
+                actions.append(.handOverLocker(session: id, pid: pid))
+            }
+            sessions[id] = state
         case .lockerEnded(let id, let pid, let exitStatus, let signal):
             guard var state = sessions[id], case .running(let running, let since) = state.locker, running == pid else { break }
             let ran = now - since
@@ -305,8 +325,19 @@ public struct GuardMachine: Sendable {
                 // The agent adopted it: the agent judges its end and relocks if it must.
                 state.locker = .none
                 state.lockerHandedOver = false
+                state.lockerEndUnseen = false
                 sessions[id] = state
                 return [.tellLockerEnded(session: id, pid: pid, exitStatus: exitStatus, signal: signal)]
+            }
+            if state.lockerEndUnseen {
+                // When in doubt, lock: at once, and not counted as a failure of the locker.
+                state.locker = .none
+                state.lockerEndUnseen = false
+                state.lastAction = ("its locker from before its restart ended (how, it cannot tell): locking again", now)
+                actions.append(.audit(GuardAudit.acted(state.session, "the locker found running ended after \(ran); its exit status is not the guard's to see: locking again", priority: 4)))
+                sessions[id] = state
+                if !state.guarded { actions += startLocker(id, at: now) }
+                return actions
             }
             if exitStatus == 0 && ran >= shortestGuardLock {
                 state.locker = .none

@@ -109,6 +109,23 @@ struct GuardMachineTests {
         #expect(s.wait(.seconds(10)).lockerStarts == 1)
     }
 
+    @Test("a guard started again finds its predecessor's locker running: no second locker; its end, unseen, locks again at once and is no failure (three would log off)")
+    func lockerFoundAfterRestart() {
+        var s = GuardStory()
+        s.guarded()
+        s.send(.agentLost(session: "c2", loss: .ended))
+        #expect(s.wait(.seconds(10)).lockerStarts == 1)
+        // The edge finds the recorded locker instead of starting one.
+        s.send(.lockerFound(session: "c2", pid: 77))
+        #expect(s.wait(.minutes(5)).lockerStarts == 0, "a second locker on top of the first")
+        for _ in 0..<4 {
+            let ended = s.send(.lockerEnded(session: "c2", pid: 77, exitStatus: nil, signal: 0))
+            #expect(ended.lockerStarts == 1, "when in doubt, lock: at once")
+            #expect(ended.logoffs == 0 && s.state?.lockerFailuresInARow == 0)
+            s.send(.lockerFound(session: "c2", pid: 77))
+        }
+    }
+
     @Test("on-agent-lost logoff: TerminateSession after the grace, with an error in the audit trail")
     func logoff() {
         var s = GuardStory(GuardSettings(onAgentLost: .logoff, agentGrace: .seconds(10)))

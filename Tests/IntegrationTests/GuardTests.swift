@@ -188,6 +188,30 @@ struct GuardTests {
         }
     }
 
+    // MARK: b3. the guard restarted while its locker runs
+
+    @Test("b3. the guard restarted (an upgrade) while its locker holds the screen and no agent runs: the new guard finds that locker and starts no second (which could not grab, would fail, and after three tries log the session off)")
+    func guardRestartedWhileItsLockerRuns() async throws {
+        try await GuardSession.with { g in
+            let agent = try await g.startVerifiedAgent()
+            agent.send(SIGKILL)
+            let killedAt = ContinuousClock.now
+            _ = try await agent.waitForExit()
+            let locker = try await expectGuardLocker(g, since: killedAt, figure: "b3. kill -9 before the guard's restart")
+            let old = try #require(g.guardProcess)
+            kill(old.processIdentifier, SIGKILL)
+            _ = try await old.waitForExit("the first guard")
+            let restartedAt = ContinuousClock.now
+            try await g.startGuard()
+            try await g.wait("the new guard to find the locker", timeout: guardGrace + guardActWindow + .seconds(10)) {
+                g.guardLog.contains("still runs (pid \(locker)): no second")
+            }
+            print("guard figure (b3. guard restarted): found the running locker \((ContinuousClock.now - restartedAt).milliseconds) ms after the restart")
+            #expect(g.lockerPids == [locker] && ProcInfo.state(locker) != nil, "lockers: \(g.lockerPids)\n\(g.logs)")
+            #expect(try await g.terminated().isEmpty, "the session was logged off\n\(g.logs)")
+        }
+    }
+
     // MARK: c. on-agent-lost logoff
 
     @Test("c. on-agent-lost logoff: kill -9 of the agent, then logind's TerminateSession of the session within agent-grace + 2 s, and no locker")

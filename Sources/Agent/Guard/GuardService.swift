@@ -282,6 +282,14 @@ public final class GuardService {
         guard let user = SessionUser(uid: session.uid) else {
             return .lockerCouldNotStart(session: id, reason: "uid \(session.uid) has no passwd entry")
         }
+        if let found = recordedLocker(of: id, uid: session.uid) {
+            Log.write(.info, "session \(id): the policy's locker a guard before this one started still runs (pid \(found.pid)): no second")
+            loop.add(ProcessWatch(pidfd: found.pidfd) { [unowned self] in
+                unlink(lockerRecordPath(id))
+                carryOut(machine.handle(.lockerEnded(session: id, pid: found.pid, exitStatus: nil, signal: 0), at: SystemClock.now().monotonic))
+            })
+            return .lockerFound(session: id, pid: found.pid)
+        }
         // A simple command exec'd, as the agent's own locker: the guard's child is the
         // locker itself, whose end the guard judges (not a shell the user could kill).
         var request = SpawnRequest(program: .shell(ShellCommand.lockerForm(command)))
@@ -292,11 +300,50 @@ public final class GuardService {
         do {
             let pid = try request.spawn()
             lockers[pid] = id
+            recordLocker(pid, of: id)
             Log.write(.info, "session \(id): started the policy's locker `\(command)` as \(session.userName) on \(session.display) (pid \(pid))")
             return .lockerStarted(session: id, pid: pid)
         } catch {
             return .lockerCouldNotStart(session: id, reason: "\(error)")
         }
+    }
+
+    // MARK: The guard's lockers across its restarts
+
+    /// Each running locker of the guard's is recorded in its own directory (root's), so
+    /// that the guard started again (an upgrade, Restart=always) follows it instead of
+    /// starting a second: KillMode=process leaves the lockers running.
+    private func lockerRecordPath(_ session: String) -> String {
+        GuardService.runDirectory + "/locker-" + String(session.filter { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" })
+    }
+
+    private func recordLocker(_ pid: pid_t, of session: String) {
+        guard let start = LockerRecord.startTime(of: pid) else { return }
+        let path = lockerRecordPath(session)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            Log.write(.warning, "session \(session): cannot record the locker in \(path): \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { close(fd) }
+        _ = try? FileIO.writeAll(fd, "\(pid) \(start)\n")
+    }
+
+    /// The recorded locker of `session`, if that very process (pid and start time) still
+    /// runs as the session's user: its pid and a pidfd.
+    private func recordedLocker(of session: String, uid: UInt32) -> (pid: pid_t, pidfd: Int32)? {
+        let path = lockerRecordPath(session)
+        guard let bytes = FileIO.readSmallFile(path, flags: O_NOFOLLOW) else { return nil }
+        let words = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
+        var owner = stat()
+        guard words.count == 2, let pid = pid_t(words[0]), pid > 0, LockerRecord.startTime(of: pid) == String(words[1]),
+              stat("/proc/\(pid)", &owner) == 0, owner.st_uid == uid else {
+            unlink(path)
+            return nil
+        }
+        let pidfd = xil_pidfd_open(pid)
+        guard pidfd >= 0 else { return nil }
+        return (pid, pidfd)
     }
 
     private func terminate(_ session: String) {
@@ -330,6 +377,7 @@ public final class GuardService {
             let now = SystemClock.now().monotonic
             if let session = lockers[pid], kind == XIL_WAIT_EXITED || kind == XIL_WAIT_KILLED {
                 lockers[pid] = nil
+                unlink(lockerRecordPath(session))
                 carryOut(machine.handle(.lockerEnded(session: session, pid: pid, exitStatus: kind == XIL_WAIT_EXITED ? value : nil,
                                                      signal: kind == XIL_WAIT_KILLED ? value : 0), at: now))
                 continue
