@@ -14,7 +14,8 @@
 #                d lock before sleep (slowed locker), beside xss-lock with and without -l
 #                e a locker that never grabs: the sleep still goes ahead
 #                f a playing video (mpv) holds the lock off
-#                g a package upgrade while locked: the locker stays, no second locker
+#                g a package upgrade while locked: the postinst's reload re-executes the
+#                  agent in place, the locker stays, one password unlocks, no second locker
 #                h the monitor off once locked (DPMS), on at input; a stage run again after a
 #                  resume without input (QMP's system_wakeup is no input)
 #                i the guard (an admin policy): kill -9, kill -STOP, systemctl --user stop end
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
         --only) ONLY=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --no-boot) BOOT=0; shift ;;
-        *) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 [ -n "$DEB" ] || DEB=$(ls -t "$REPO"/dist/xidlelock_*.deb 2>/dev/null | head -1)
@@ -355,36 +356,87 @@ if want f; then
 fi
 
 # ---- (g) a package upgrade while the screen is locked ---------------------------------------------
+# The .deb's postinst, on an upgrade, reloads each logged-in user's unit (after a user
+# daemon-reload): ExecReload sends SIGUSR1 and the agent executes the new binary in its own
+# place, its pid and its running locker (its child) kept. Nothing is restarted by hand: what
+# dpkg does is what happens to users. One password then unlocks, and nothing locks again.
+# Before (no reload; an agent restarted after the upgrade): the new agent could only adopt
+# the locker, not see its exit status, and locked again at once when the user unlocked.
 if want g; then
     fresh
+    # no idle lock of the agent's own in the 10 s watched after the unlock
+    set_config "lock-after 2m" "locker $LOCKER"
+    restart_agent
+    a1=$(unit show -p MainPID --value xidlelock.service)
     A xidlelock lock >/dev/null
-    wait_locker 10; sleep 1.5
-    p1=$(lockers | head -1); a1=$(unit show -p MainPID --value xidlelock.service)
+    wait_locker 10
+    fr0=$("${Q[@]}" wait-frame locker -t 20 --save "$XDL_RUN/frame-upgrade-before.ppm")
+    sleep 1
+    p1=$(lockers | head -1)
+    # the guest's i3lock processes every 0.25 s (pid, parent, the parent's name) until told to end
+    SAMP=$XDL_RUN/i3lock-upgrade.txt
+    xdl_ssh_argv root
+    "${XDL_SSH_ARGV[@]}" 'rm -f /tmp/xdl-g.stop; end=$(($(date +%s) + 240))
+        while [ ! -e /tmp/xdl-g.stop ] && [ $(date +%s) -lt $end ]; do
+            for p in $(pgrep -x i3lock); do
+                read -r a b c d e </proc/$p/stat 2>/dev/null && { read -r pc </proc/$d/comm 2>/dev/null; echo "$(date +%s.%N) $a $d ${pc:-?}"; }
+            done
+            sleep 0.25
+        done' </dev/null >"$SAMP" 2>&1 &
+    BGPID=$!; BG+=("$BGPID"); spid=$BGPID
     v=$(dpkg-deb -f "$DEB" Version)
     tmp=$(mktemp -d)
     dpkg-deb -R "$DEB" "$tmp/x" && sed -i "s/^Version: .*/Version: $v+desktoptest1/" "$tmp/x/DEBIAN/control" \
         && dpkg-deb --build --root-owner-group "$tmp/x" "$tmp/new.deb" >/dev/null
     xdl_ssh root "cat >/tmp/xidlelock-new.deb" <"$tmp/new.deb"; rm -rf "$tmp"
-    R dpkg -i /tmp/xidlelock-new.deb >>"$XDL_RUN/dpkg.log" 2>&1; rc=$?
+    # dpkg's start on the guest's clock, from the shell that runs it
+    RS 'date +%s.%N >/tmp/xdl-dpkg.t0; dpkg -i /tmp/xidlelock-new.deb; rc=$?; date +%s.%N >/tmp/xdl-dpkg.t1; exit $rc' >>"$XDL_RUN/dpkg.log" 2>&1; rc=$?
+    td0=$(R cat /tmp/xdl-dpkg.t0); td1=$(R cat /tmp/xdl-dpkg.t1)
+    # the re-exec: the old image's "reload: executing", the new one's "executed again in place"
+    for i in $(seq 20); do agent_log "$td0" | grep -q 'executed again in place' && break; sleep 0.5; done
     sleep 1
-    a_mid=$(unit show -p MainPID --value xidlelock.service)
-    # no maintainer script restarts a user unit: the user (or the session) does
-    unit daemon-reload; unit restart xidlelock.service; sleep 2
+    AL=$(agent_log "$td0")
+    t_rx=$(awk '/reload: executing/ { print $1; exit }' <<<"$AL")
+    t_in=$(awk '/executed again in place/ { print $1; exit }' <<<"$AL")
+    in_pid=$(grep -m1 'executed again in place' <<<"$AL" | sed -n 's/.*the locker (pid \([0-9]*\)).*/\1/p')
     a2=$(unit show -p MainPID --value xidlelock.service)
+    # the user manager's reload (the postinst's systemctl --user -M alice@ reload), guest clock
+    t_rl=$(R journalctl -b --no-pager -o short-unix _UID=1000 USER_UNIT=xidlelock.service --since "@${td0%.*}" | awk '/Reloading xidlelock.service/ { print $1; exit }')
+    check "(g) upgrade while locked: the agent executed again in place" \
+        $([ "$rc" = 0 ] && [ -n "$a1" ] && [ "$a2" = "$a1" ] && [ -n "$t_rx" ] && [ -n "$t_in" ] && [ "$in_pid" = "$p1" ]; echo $?) \
+        "dpkg -i $v+desktoptest1: exit $rc in $(dt "$td0" "$td1") s; the agent pid $a1 -> $a2 ($(unit is-active xidlelock.service)); 'reload: executing' $([ -n "$t_rx" ] && echo "$(dt "$td0" "$t_rx") s after dpkg's start" || echo "NOT logged"), 'executed again in place' $([ -n "$t_in" ] && echo "$(dt "$td0" "$t_in") s after (the locker pid ${in_pid:-?})" || echo "NOT logged"); where the time went: dpkg's start -> the user manager's 'Reloading xidlelock.service' $([ -n "$t_rl" ] && dt "$td0" "$t_rl" || echo never) s -> the old image's line $([ -n "$t_rl" ] && [ -n "$t_rx" ] && dt "$t_rl" "$t_rx" || echo ?) s -> the new image's $([ -n "$t_rx" ] && [ -n "$t_in" ] && dt "$t_rx" "$t_in" || echo ?) s"
+    grep -E 'reload|executed again|adopt|found the locker|exit status|locking|locked|unlock|received signal|started' <<<"$AL" | cut -c1-200 | sed 's/^/      agent: /' | tee -a "$RESULTS"
     p2=$(lockers | tr '\n' ' ' | sed 's/ $//'); n=$(nlockers)
-    st=$(status_json)
-    h=$(hints)
-    check "(g) upgrade while locked" $([ "$rc" = 0 ] && [ "$n" = 1 ] && [ "$p2" = "$p1" ] && [ "$a2" != "$a1" ] && [ "$a2" != 0 ] && [ "$(jget locker.covers_screen <<<"$st")" = true ]; echo $?) \
-        "dpkg -i $v+desktoptest1: exit $rc; the agent pid $a1 -> $a_mid after dpkg -> $a2 after systemctl --user restart ($(unit is-active xidlelock.service)); lockers before $p1, after $p2 ($n); the new agent's locker pid $(jget locker.pid <<<"$st"), covers $(jget locker.covers_screen <<<"$st"); logind $h"
-    G0=$(gnow)
-    unlock; sleep 2
-    # the adopted locker's exit status cannot be read: its end counts as a failure and the
-    # agent locks again at once (README, Restarts: "when in doubt, lock")
-    if agent_log "$G0" | grep -q 'exit status cannot be known'; then
-        note "unlocking the adopted locker: the agent locked again at once (as the README says: when in doubt, lock)"
-        pgrep_out=$(R pgrep -x i3lock); [ -n "$pgrep_out" ] && { unlock; sleep 1.5; }
-    fi
-    note "then: agent state $(jget state <<<"$(status_json)"), logind $(hints)"
+    pp=$(R ps -o ppid= -p "${p1:-1}" | tr -d ' ')
+    fr1=$("${Q[@]}" wait-frame locker -t 10 --save "$XDL_RUN/frame-upgrade-after.ppm")
+    st=$(status_json); h=$(hints)
+    check "(g) upgrade while locked: the same locker still runs and covers" \
+        $([ -n "$p1" ] && [ "$p2" = "$p1" ] && [ "$pp" = "$a2" ] && [ "${fr0%% *}" != never ] && [ "${fr1%% *}" != never ] && [ "$(jget locker.covers_screen <<<"$st")" = true ] && [[ $h == *LockedHint=yes* ]]; echo $?) \
+        "lockers before $p1, after $p2 ($n), its parent pid $pp (the agent $a2); the red frame before the upgrade: $([ "${fr0%% *}" != never ] && echo yes || echo NO), after: $([ "${fr1%% *}" != never ] && echo yes || echo NO); the agent: state $(jget state <<<"$st"), locker pid $(jget locker.pid <<<"$st"), covers $(jget locker.covers_screen <<<"$st"); logind $h"
+    # the password, typed once
+    g_enter=$(gnow)
+    "${Q[@]}" key esc; sleep 0.3; "${Q[@]}" type alice
+    "${Q[@]}" key ret; t_enter=$(now)
+    fr2=$("${Q[@]}" wait-frame desktop -t 15 --save "$XDL_RUN/frame-upgrade-unlocked.ppm")
+    if [ "${fr2%% *}" != never ]; then un_s=$(awk -v a="$t_enter" -v b="${fr2%% *}" 'BEGIN { printf "%.2f", b - a }'); else un_s=never; fi
+    # then 10 s of screendumps: no red frame may come back
+    FRAMES=$("${Q[@]}" frames -t 10 --save "$XDL_RUN/frames-upgrade-after-unlock")
+    sleep 1
+    R touch /tmp/xdl-g.stop; wait "$spid" 2>/dev/null
+    n_after=$(R pgrep -c -x i3lock); h=$(hints); st=$(status_json)
+    all=$(awk '{ print $2 }' "$SAMP" | sort -u | tr '\n' ' ' | sed 's/ $//')
+    lk=$(awk '$4 != "i3lock" { print $2 }' "$SAMP" | sort -u | tr '\n' ' ' | sed 's/ $//')
+    n_all=$(wc -w <<<"$all"); n_lk=$(wc -w <<<"$lk")
+    AL2=$(agent_log "$g_enter")
+    check "(g) upgrade while locked: one password unlocks, and it stays unlocked" \
+        $([ "$un_s" != never ] && [ "$(fr locker)" = 0 ] && [ "$(fr desktop)" -gt 0 ] && [ "$n_after" = 0 ] && [ "$n_lk" = 1 ] && [ "$lk" = "$p1" ] && [[ $h == *LockedHint=no* ]]; echo $?) \
+        "the unlocked frame ${un_s} s after the password's Enter (typed once); then $(fr frames) frames in 10 s: $(fr locker) red, $(fr desktop) desktop; i3lock processes seen from the lock to the end: $n_all ($all), of them lockers $n_lk ($lk); i3lock running at the end: $n_after; the agent: state $(jget state <<<"$st"); logind $h"
+    note "frames after the unlock: $(fr runs)"
+    grep -E 'lock' <<<"$AL2" | cut -c1-200 | sed 's/^/      agent: /' | tee -a "$RESULTS"
+    [ -z "$(lockers)" ] || unlock
+    R rm -f /tmp/xidlelock-new.deb /tmp/xdl-g.stop /tmp/xdl-dpkg.t0 /tmp/xdl-dpkg.t1
+    set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
+    restart_agent
 fi
 
 # ---- (h) the monitor off once locked; a stage run again after a resume without input ------------
