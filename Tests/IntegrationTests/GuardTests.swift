@@ -212,6 +212,24 @@ struct GuardTests {
         }
     }
 
+    // MARK: b4. a reload under the policy
+
+    @Test("b4. the agent reloaded under the policy (SIGUSR1, as after an upgrade: it executes itself again in place): the guard verifies it again (it still traces it), and no locker comes after agent-grace")
+    func reloadedAgentStaysGuarded() async throws {
+        try await GuardSession.with { g in
+            let agent = try await g.startVerifiedAgent()
+            agent.send(SIGUSR1)
+            let reloadedAt = ContinuousClock.now
+            try await agent.waitForLog(containing: "the guard verified this agent", count: 2)
+            print("guard figure (b4. reload): verified again \((ContinuousClock.now - reloadedAt).milliseconds) ms after SIGUSR1")
+            #expect(!g.guardLog.contains("refusing the registration of pid \(agent.pid)"), "\(g.guardLog)")
+            // Past the grace: nothing acted.
+            let locked = try await g.s.happens(within: guardGrace + guardActWindow) { !g.lockerPids.isEmpty || !g.runningLockers.isEmpty }
+            #expect(!locked, "a locker after the reload\n\(g.logs)")
+            #expect(try await g.rootDoctor().exit == .exited(0), "\(g.logs)")
+        }
+    }
+
     // MARK: c. on-agent-lost logoff
 
     @Test("c. on-agent-lost logoff: kill -9 of the agent, then logind's TerminateSession of the session within agent-grace + 2 s, and no locker")

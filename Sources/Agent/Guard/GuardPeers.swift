@@ -200,12 +200,15 @@ struct PeerCheck {
         path.hasSuffix(" (deleted)") ? String(path.dropLast(" (deleted)".count)) : path
     }
 
-    /// Who traces `pid` (its TracerPid), in words.
-    static func tracer(of pid: pid_t) -> String {
-        guard let bytes = FileIO.readSmallFile("/proc/\(pid)/status", limit: 8192) else { return "unknown" }
+    /// Who traces `pid` (its TracerPid: 0 for none), or nil when it cannot be read.
+    static func tracerPid(of pid: pid_t) -> pid_t? {
+        guard let bytes = FileIO.readSmallFile("/proc/\(pid)/status", limit: 8192) else { return nil }
         let line = String(decoding: bytes, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("TracerPid:") }
-        return line.map { "pid " + $0.dropFirst("TracerPid:".count).filter { $0 != " " && $0 != "\t" } } ?? "unknown"
+        return line.flatMap { pid_t($0.dropFirst("TracerPid:".count).filter { $0 != " " && $0 != "\t" }) }
     }
+
+    /// Who traces `pid`, in words.
+    static func tracer(of pid: pid_t) -> String { tracerPid(of: pid).map { "pid \($0)" } ?? "unknown" }
 
     /// The X cookie the locker needs: the display manager's `~/.Xauthority` (lightdm's
     /// default); none where the server needs none (a test's Xvfb).

@@ -145,6 +145,8 @@ public final class GuardService {
         // registration is lost all the same.
         let ended = connection.ended || followed.map { ProcessWatch.hasEnded(pidfd: $0.pidfd, wait: 200) } == true
         let loss: AgentLoss = ended ? .ended : .disconnected
+        // A registration let go of by a running agent: its next one brings a watch of its own.
+        followed?.processWatch?.cancel()
         Log.write(.warning, "session \(session): \(loss) (pid \(connection.pid))")
         carryOut(machine.handle(.agentLost(session: session, loss: loss), at: SystemClock.now().monotonic))
     }
@@ -204,7 +206,10 @@ public final class GuardService {
         }
         var alive = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
         // ptrace after every other check: a SIGSTOP from now on reaches the guard at once.
-        guard poll(&alive, 1, 0) == 0, xil_trace_seize(connection.pid) == 0 else {
+        // An agent that executed itself again in place (a reload after an upgrade) is
+        // still traced by this guard: tracing outlives exec.
+        let tracedAlready = PeerCheck.tracerPid(of: connection.pid) == getpid()
+        guard poll(&alive, 1, 0) == 0, tracedAlready || xil_trace_seize(connection.pid) == 0 else {
             let reason = alive.revents != 0 ? "the agent ended while it was checked"
                 : errno == EPERM ? "cannot follow the agent: another process traces it (\(PeerCheck.tracer(of: connection.pid)))"
                 : "cannot follow the agent: \(String(cString: strerror(errno)))"
@@ -226,10 +231,12 @@ public final class GuardService {
             let followed = FollowedAgent(connection: connection, pid: connection.pid, pidfd: pidfd)
             agents[session] = followed
             connection.send(.verified)
-            loop.add(ProcessWatch(pidfd: pidfd) { [weak connection] in
+            let watch = ProcessWatch(pidfd: pidfd) { [weak connection] in
                 connection?.ended = true
                 if let connection { connection.finish() }
-            })
+            }
+            followed.processWatch = watch
+            loop.add(watch)
             followed.freeze = FreezeWatch(pid: connection.pid) { [unowned self, unowned followed] frozen, cgroup in
                 followed.frozen = frozen
                 agentRuns(followed, in: session, lost: frozen ? .frozen(cgroup: cgroup) : nil)
@@ -510,6 +517,7 @@ final class FollowedAgent {
     let pid: pid_t
     /// The ProcessWatch's: open while the connection is (the watch closes it at the end).
     let pidfd: Int32
+    var processWatch: ProcessWatch?
     var freeze: FreezeWatch?
     /// Stopped by a signal (ptrace's group-stop), frozen with its cgroup: either one
     /// leaves the session unguarded until both are over.

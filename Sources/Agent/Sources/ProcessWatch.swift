@@ -14,6 +14,13 @@ final class ProcessWatch: EventSource {
 
     var pollInterest: (fd: Int32, events: PollEvents)? { isFinished ? nil : (pidfd, .readable) }
 
+    /// Stops watching (the pidfd closed) without a word: what it watched for is moot.
+    func cancel() {
+        guard !isFinished else { return }
+        isFinished = true
+        close(pidfd)
+    }
+
     /// Whether the process has exited (its pidfd is readable) within `wait` ms.
     static func hasEnded(pidfd: Int32, wait: Int32 = 0) -> Bool {
         var ready = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
