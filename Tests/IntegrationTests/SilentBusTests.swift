@@ -66,6 +66,8 @@ extension DesktopTests {
                 #expect(desktop["\(which.rawValue)_bus"] as? Bool == false, "\(desktop)")
                 #expect((desktop["\(which.rawValue)_bus_state"] as? String)?.contains("did not answer") == true, "\(desktop)")
                 #expect(agent.count(of: "no \(which.rawValue) bus") == 1, "said once\n\(agent.log)")
+                let doctor = try await s.doctor()
+                #expect(doctor.stdout.contains("did not answer within"), "\(doctor.stdout)")
                 // The other bus is joined as usual.
                 let other: Which = which == .session ? .system : .session
                 #expect(agent.log.contains(other.joined), "\(agent.log)")
@@ -88,6 +90,32 @@ extension DesktopTests {
                 _ = try await s.expectStatusAnswers("\(which.rawValue) bus silent on reconnection")
                 try await Self.expectLock(in: s, lockAfter: lockAfter, "\(which.rawValue) bus silent on reconnection")
                 _ = try await s.expectStatusAnswers("\(which.rawValue) bus silent on reconnection, after the lock")
+            }
+        }
+
+        @Test("an idle agent whose buses are not there does not wake up: their sockets are watched, not polled")
+        func absentBusesCostNoWakeUps() async throws {
+            try await Sandbox.with { s in
+                try await s.x("xdotool", "key", "shift")
+                // A directory of their own, as /run/user/UID and /run/dbus: the sandbox itself
+                // sees a file made for each of the test's commands, and a file made beside
+                // the socket wakes the agent (one read, the name compared).
+                try FileManager.default.createDirectory(atPath: s.path("run"), withIntermediateDirectories: true)
+                let agent = try s.startAgent(["--lock-after", "1h", "--locker", Script.locker, "--socket", s.socket], environment: [
+                    "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(s.path("run/session.bus"))",
+                    "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(s.path("run/system.bus"))",
+                ])
+                try await agent.waitForLog(containing: "no system bus")
+                try await agent.waitForLog(containing: "no session bus")
+                let before = try #require(wakeUps(of: agent.pid))
+                let idleAtStart = try await s.serverIdle()
+                // Past the 5 s of a first retry, had there been one.
+                try await s.waitUntil("six more seconds of idleness", every: .milliseconds(250)) {
+                    try await s.serverIdle() >= idleAtStart + 6000
+                }
+                let after = try #require(wakeUps(of: agent.pid))
+                print("figure: wake-ups with both buses absent: \(after - before) over \(try await s.serverIdle() - idleAtStart) ms idle")
+                #expect(after - before == 0, "the agent woke \(after - before) times while nothing happened\n\(agent.log)")
             }
         }
 
