@@ -15,17 +15,18 @@
 /* The functions of libsystemd used here, found with dlsym. The header gives
  * their types; nothing here is linked against the library. */
 #define XIL_BUS_FUNCTIONS(X) \
-    X(sd_bus_open_user) X(sd_bus_open_system) X(sd_bus_flush_close_unref) X(sd_bus_close_unref) X(sd_bus_get_fd) \
+    X(sd_bus_open_user) X(sd_bus_open_system) X(sd_bus_close_unref) X(sd_bus_get_fd) \
     X(sd_bus_get_events) X(sd_bus_get_timeout) X(sd_bus_process) X(sd_bus_get_unique_name) \
-    X(sd_bus_set_method_call_timeout) X(sd_bus_add_object_vtable) X(sd_bus_request_name) \
+    X(sd_bus_is_open) X(sd_bus_is_ready) \
+    X(sd_bus_set_method_call_timeout) X(sd_bus_add_object_vtable) X(sd_bus_request_name_async) \
     X(sd_bus_emit_signal) X(sd_bus_reply_method_return) X(sd_bus_reply_method_errorf) \
-    X(sd_bus_message_read) X(sd_bus_message_get_sender) \
+    X(sd_bus_message_read) X(sd_bus_message_get_sender) X(sd_bus_message_get_errno) \
     X(sd_bus_creds_get_pid) X(sd_bus_creds_unref) X(sd_bus_match_signal_async) \
     X(sd_bus_call_method) X(sd_bus_call_method_async) X(sd_bus_message_unref) \
-    X(sd_bus_error_free) X(sd_bus_match_signal) X(sd_bus_message_enter_container) \
-    X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_message_read_basic) X(sd_bus_get_property_trivial) \
+    X(sd_bus_error_free) X(sd_bus_message_enter_container) \
+    X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_message_read_basic) \
     X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
-    X(sd_bus_get_name_creds) X(sd_bus_message_get_bus) X(sd_bus_add_match) X(sd_bus_slot_unref) \
+    X(sd_bus_message_get_bus) X(sd_bus_add_match_async) X(sd_bus_slot_unref) \
     X(sd_bus_message_ref) X(sd_bus_get_n_queued_write)
 
 XIL_BUS_FUNCTIONS(XIL_DLSYM_POINTER)
@@ -62,27 +63,38 @@ static void say(const struct xil_desktop_callbacks *cb, int level, const char *f
 
 /* MARK: The connection */
 
-sd_bus *xil_bus_open(int user, int *err) {
+sd_bus *xil_bus_connect(int user, int *err) {
     sd_bus *bus = NULL;
+    /* Connects the socket (a missing one fails here) and queues the authentication and
+     * Hello; nothing waits for the bus's answer. */
     int r = user ? p_sd_bus_open_user(&bus) : p_sd_bus_open_system(&bus);
     if (r < 0) {
         *err = r;
         return NULL;
     }
     p_sd_bus_set_method_call_timeout(bus, 2 * 1000000ULL);
-    /* sd_bus_open_* connects lazily: make it real now, so "no bus" shows at start. */
-    const char *name = NULL;
-    r = p_sd_bus_get_unique_name(bus, &name);
-    if (r < 0) {
-        p_sd_bus_flush_close_unref(bus);
-        *err = r;
-        return NULL;
-    }
     *err = 0;
     return bus;
 }
 
-void xil_bus_close(sd_bus *bus) { if (bus) p_sd_bus_flush_close_unref(bus); }
+int xil_bus_ready(sd_bus *bus) { return p_sd_bus_is_ready(bus) > 0; }
+
+sd_bus *xil_bus_open(int user, int *err) {
+    sd_bus *bus = xil_bus_connect(user, err);
+    if (!bus) return NULL;
+    /* Waits for the handshake (sd-bus's own bound), so that "no bus" shows at once. */
+    const char *name = NULL;
+    int r = p_sd_bus_get_unique_name(bus, &name);
+    if (r < 0) {
+        p_sd_bus_close_unref(bus);
+        *err = r;
+        return NULL;
+    }
+    return bus;
+}
+
+/* Never flushed: a bus that reads nothing must not hold the caller here. */
+void xil_bus_close(sd_bus *bus) { if (bus) p_sd_bus_close_unref(bus); }
 int xil_bus_fd(sd_bus *bus) { return p_sd_bus_get_fd(bus); }
 int xil_bus_events(sd_bus *bus) { int e = p_sd_bus_get_events(bus); return e < 0 ? POLLIN : e; }
 
@@ -320,8 +332,51 @@ static sd_bus_vtable screensaver_vtable[] = {
 
 static const char *const screensaver_paths[] = {"/org/freedesktop/ScreenSaver", "/ScreenSaver"};
 
-int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, uint32_t *owner_pid) {
-    *owner_pid = 0;
+/* Whether an answer came over a connection still open: a bus that closes answers
+ * every call still waiting with an error of its own making, which is no answer. */
+static int answered_on_open_bus(sd_bus_message *reply) { return p_sd_bus_is_open(p_sd_bus_message_get_bus(reply)) > 0; }
+
+/* The errno of an error answer (EIO when it names none). */
+static int answer_errno(sd_bus_message *reply) {
+    int e = p_sd_bus_message_get_errno(reply);
+    return e > 0 ? -e : -EIO;
+}
+
+static int screensaver_owner_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    if (!answered_on_open_bus(reply)) return 0;
+    uint32_t pid = 0;
+    if (!p_sd_bus_message_is_method_error(reply, NULL)) p_sd_bus_message_read(reply, "u", &pid);
+    cb->screensaver_served(cb->context, 0, pid);
+    return 0;
+}
+
+static int screensaver_name_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    if (!answered_on_open_bus(reply)) return 0;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) {
+        cb->screensaver_served(cb->context, answer_errno(reply), 0);
+        return 0;
+    }
+    uint32_t result = 0;
+    int r = p_sd_bus_message_read(reply, "u", &result);
+    if (r < 0) {
+        cb->screensaver_served(cb->context, r, 0);
+    } else if (result == 1 || result == 4) {   /* the primary owner now, or already */
+        cb->screensaver_served(cb->context, 1, 0);
+    } else {
+        /* Another program owns it: who, asked without waiting too. */
+        r = p_sd_bus_call_method_async(p_sd_bus_message_get_bus(reply), NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                       "org.freedesktop.DBus", "GetConnectionUnixProcessID", screensaver_owner_answered,
+                                       (void *)cb, "s", "org.freedesktop.ScreenSaver");
+        if (r < 0) cb->screensaver_served(cb->context, 0, 0);
+    }
+    return 0;
+}
+
+int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callbacks) {
     for (size_t i = 0; i < 2; i++) {
         int r = p_sd_bus_add_object_vtable(bus, NULL, screensaver_paths[i], "org.freedesktop.ScreenSaver",
                                            screensaver_vtable, (void *)callbacks);
@@ -331,17 +386,8 @@ int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callb
     int r = p_sd_bus_match_signal_async(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                         "NameOwnerChanged", name_owner_changed, NULL, NULL);
     if (r < 0) return r;
-    r = p_sd_bus_request_name(bus, "org.freedesktop.ScreenSaver", 0);
-    if (r >= 0) return 1;
-    if (r != -EEXIST) return r;
-    sd_bus_creds *creds = NULL;
-    if (p_sd_bus_get_name_creds(bus, "org.freedesktop.ScreenSaver", SD_BUS_CREDS_PID, &creds) >= 0) {
-        pid_t pid = 0;
-        p_sd_bus_creds_get_pid(creds, &pid);
-        p_sd_bus_creds_unref(creds);
-        *owner_pid = (uint32_t)pid;
-    }
-    return 0;
+    /* Not queued: another owner is said, not waited for. */
+    return p_sd_bus_request_name_async(bus, NULL, "org.freedesktop.ScreenSaver", 0, screensaver_name_answered, (void *)callbacks);
 }
 
 void xil_screensaver_active_changed(sd_bus *bus, int active) {
@@ -364,21 +410,66 @@ static int read_object_path(sd_bus_message *reply, char *path, size_t size) {
     return 0;
 }
 
-static int user_display_session(sd_bus *bus, uint32_t uid, char *path, size_t size);
+/* The agent's session on its bus connection, asked without waiting: GetSession for
+ * XDG_SESSION_ID, or (a systemd user unit runs outside any session) the user's
+ * display session, as logind names it (User.Display). One lookup per connection;
+ * its calls go with the connection. */
+static const struct xil_desktop_callbacks *session_lookup;
 
-int xil_logind_session_path(sd_bus *bus, const char *session_id, char *path, size_t size) {
-    if (!session_id || !*session_id) return user_display_session(bus, (uint32_t)getuid(), path, size);
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetSession", &error, &reply, "s", session_id);
-    if (r >= 0) r = read_object_path(reply, path, size);
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : 0;
+static int session_not_found(sd_bus_message *reply, int r, const char *why) {
+    char text[256];
+    const sd_bus_error *e = reply && p_sd_bus_message_is_method_error(reply, NULL) ? p_sd_bus_message_get_error(reply) : NULL;
+    snprintf(text, sizeof text, "%s", why ? why : e && e->message ? e->message : strerror(-r));
+    session_lookup->session_found(session_lookup->context, NULL, text);
+    return 0;
 }
 
-/* A systemd user unit runs outside any session: the user's display session, as
- * logind names it (User.Display). */
+static int session_path_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)userdata; (void)error;
+    char path[256];
+    if (!answered_on_open_bus(reply)) return 0;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) return session_not_found(reply, -EIO, NULL);
+    int r = read_object_path(reply, path, sizeof path);
+    if (r < 0) return session_not_found(NULL, r, NULL);
+    session_lookup->session_found(session_lookup->context, path, NULL);
+    return 0;
+}
+
+static int display_session_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)userdata; (void)error;
+    const char *id = NULL, *path = NULL;
+    if (!answered_on_open_bus(reply)) return 0;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) return session_not_found(reply, -EIO, NULL);
+    int r = p_sd_bus_message_enter_container(reply, 'v', "(so)");
+    if (r >= 0) r = p_sd_bus_message_read(reply, "(so)", &id, &path);
+    if (r < 0) return session_not_found(NULL, r, NULL);
+    if (!id || !*id) return session_not_found(NULL, -ENOENT, "the user has no display session");
+    session_lookup->session_found(session_lookup->context, path, NULL);
+    return 0;
+}
+
+static int user_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)userdata; (void)error;
+    char path[256];
+    if (!answered_on_open_bus(reply)) return 0;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) return session_not_found(reply, -EIO, NULL);
+    int r = read_object_path(reply, path, sizeof path);
+    if (r >= 0)
+        r = p_sd_bus_call_method_async(p_sd_bus_message_get_bus(reply), NULL, LOGIN1, path, "org.freedesktop.DBus.Properties",
+                                       "Get", display_session_answered, NULL, "ss", LOGIN1 ".User", "Display");
+    return r < 0 ? session_not_found(NULL, r, NULL) : 0;
+}
+
+int xil_logind_find_session(sd_bus *bus, const struct xil_desktop_callbacks *cb, const char *session_id) {
+    session_lookup = cb;
+    if (session_id && *session_id)
+        return p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "GetSession", session_path_answered, NULL,
+                                          "s", session_id);
+    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "GetUser", user_answered, NULL,
+                                      "u", (uint32_t)getuid());
+}
+
+/* The guard's (synchronous) lookup of a user's display session. */
 static int user_display_session(sd_bus *bus, uint32_t uid, char *path, size_t size) {
     sd_bus_error error = SD_BUS_ERROR_NULL;
     sd_bus_message *reply = NULL;
@@ -417,9 +508,11 @@ static int user_display_session(sd_bus *bus, uint32_t uid, char *path, size_t si
  * taking a service's signals only from the service (logind, UPower). */
 struct followed_name {
     const char *name;
-    char owner[256];                       /* "" while nobody owns the name */
+    char owner[256];                       /* "" while nobody owns the name (or not known yet) */
     void (*changed)(struct followed_name *followed);   /* after a change of owner, or NULL */
     const struct xil_desktop_callbacks *cb;
+    const char *unowned;                   /* said (a warning, or info for an optional service) when the */
+    int unowned_level;                     /* first answer is that nobody owns the name; NULL: nothing */
 };
 
 static int on_name_owner(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -435,26 +528,37 @@ static int on_name_owner(sd_bus_message *m, void *userdata, sd_bus_error *error)
     return 0;
 }
 
-/* Follows who owns `followed->name`: the match first, then the question, so that no
- * change of owner falls in between. 0 or -errno. */
+/* The bus's answer to GetNameOwner (an error: nobody owns it). The bus sends a
+ * NameOwnerChanged of before the question ahead of this answer, one of after it
+ * behind: the answer is never stale. */
+static int name_owner_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error;
+    struct followed_name *followed = userdata;
+    const char *owner = NULL;
+    if (!answered_on_open_bus(reply)) return 0;
+    if (!p_sd_bus_message_is_method_error(reply, NULL) && p_sd_bus_message_read(reply, "s", &owner) >= 0 && owner)
+        snprintf(followed->owner, sizeof followed->owner, "%s", owner);
+    else
+        followed->owner[0] = 0;
+    if (!followed->owner[0] && followed->unowned) say(followed->cb, followed->unowned_level, "%s", followed->unowned);
+    if (followed->changed) followed->changed(followed);
+    return 0;
+}
+
+/* Follows who owns `followed->name`: the match first, then the question (the bus
+ * takes them in order), so that no change of owner falls in between. Nothing
+ * waits: until the answer the name counts as owned by nobody. 0 or -errno. */
 static int follow_name(sd_bus *bus, struct followed_name *followed) {
     char match[512];
     snprintf(match, sizeof match,
              "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
              "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='%s'", followed->name);
     followed->owner[0] = 0;
-    int r = p_sd_bus_add_match(bus, NULL, match, on_name_owner, followed);
+    int r = p_sd_bus_add_match_async(bus, NULL, match, on_name_owner, NULL, followed);
     if (r < 0) return r;
-    sd_bus_error e = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    const char *owner = NULL;
-    r = p_sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
-                             &e, &reply, "s", followed->name);
-    if (r >= 0 && p_sd_bus_message_read(reply, "s", &owner) >= 0 && owner)
-        snprintf(followed->owner, sizeof followed->owner, "%s", owner);
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&e);
-    return 0;
+    r = p_sd_bus_call_method_async(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                   "GetNameOwner", name_owner_answered, followed, "s", followed->name);
+    return r < 0 ? r : 0;
 }
 
 /* Whether `m` came from the name's owner; if not, it is counted as forged. */
@@ -468,6 +572,7 @@ static int from_owner(struct followed_name *followed, sd_bus_message *m, const c
 static struct {
     struct followed_name login1;
     char *session;                         /* the session's object path, or NULL */
+    sd_bus_slot *session_matches[3];       /* its Lock, Unlock, PropertiesChanged */
     const struct xil_desktop_callbacks *cb;
     sd_bus_slot *listing;                  /* a ListInhibitors in flight */
     int list_again;                        /* a change came while it was in flight */
@@ -574,7 +679,7 @@ static int active_answered(sd_bus_message *reply, void *userdata, sd_bus_error *
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
     int active = 1;
-    if (p_sd_bus_message_is_method_error(reply, NULL)) return 0;
+    if (!answered_on_open_bus(reply) || p_sd_bus_message_is_method_error(reply, NULL)) return 0;
     if (p_sd_bus_message_enter_container(reply, 'v', "b") >= 0 && p_sd_bus_message_read(reply, "b", &active) >= 0)
         cb->session_active(cb->context, active);
     return 0;
@@ -605,34 +710,72 @@ static int on_manager_properties(sd_bus_message *m, void *userdata, sd_bus_error
     return 0;
 }
 
-static void logind_forget(void) {
+static void logind_forget_session(void) {
+    for (int i = 0; i < 3; i++)
+        if (logind.session_matches[i]) logind.session_matches[i] = p_sd_bus_slot_unref(logind.session_matches[i]);
     free(logind.session);
     logind.session = NULL;
+}
+
+static void logind_forget(void) {
+    logind_forget_session();
     if (logind.listing) logind.listing = p_sd_bus_slot_unref(logind.listing);
     logind.list_again = 0;
     logind.login1.owner[0] = 0;
 }
 
-int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb, const char *session_path) {
+static void logind_owner_changed(struct followed_name *followed) {
+    followed->cb->logind_owner(followed->cb->context, followed->owner[0] != 0);
+}
+
+/* Matches are installed without waiting; one the bus refuses closes the connection
+ * (sd-bus's rule without an install callback), and the agent connects again. */
+int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb) {
     void *ud = (void *)cb;
     /* A connection before this one (a bus lost and found again) is gone with its matches. */
     logind_forget();
     logind.cb = cb;
-    logind.login1 = (struct followed_name){.name = LOGIN1, .cb = cb};
+    logind.login1 = (struct followed_name){
+        .name = LOGIN1, .cb = cb, .changed = logind_owner_changed, .unowned_level = 1,
+        .unowned = "nobody owns org.freedesktop.login1 on the system bus (yet): followed once logind starts; "
+                   "until then no signal claiming to be logind's is taken"};
     int r = follow_name(bus, &logind.login1);
     if (r < 0) return r;
-    r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "PrepareForSleep", on_prepare_for_sleep, ud);
+    r = p_sd_bus_match_signal_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "PrepareForSleep", on_prepare_for_sleep, NULL, ud);
     if (r < 0) return r;
-    r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged",
-                              on_manager_properties, ud);
-    if (r < 0) return r;
-    if (!session_path) return 0;
-    logind.session = strdup(session_path);
-    r = p_sd_bus_match_signal(bus, NULL, LOGIN1, session_path, SESSION, "Lock", on_session_lock, ud);
-    if (r >= 0) r = p_sd_bus_match_signal(bus, NULL, LOGIN1, session_path, SESSION, "Unlock", on_session_unlock, ud);
-    if (r >= 0) r = p_sd_bus_match_signal(bus, NULL, LOGIN1, session_path, "org.freedesktop.DBus.Properties",
-                                          "PropertiesChanged", on_session_properties, ud);
+    r = p_sd_bus_match_signal_async(bus, NULL, LOGIN1, MANAGER_PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                                    on_manager_properties, NULL, ud);
     return r < 0 ? r : 0;
+}
+
+/* The last of the session's matches is in place: so are those before it (the bus
+ * takes them in order). */
+static int session_matched(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    if (!answered_on_open_bus(reply)) return 0;
+    cb->session_watched(cb->context, p_sd_bus_message_is_method_error(reply, NULL) ? answer_errno(reply) : 0);
+    return 0;
+}
+
+int xil_logind_watch_session(sd_bus *bus, const char *session_path) {
+    void *ud = (void *)logind.cb;
+    /* Another owner of logind's name (a restart) is followed anew: one match of each. */
+    logind_forget_session();
+    logind.session = strdup(session_path);
+    if (!logind.session) return -ENOMEM;
+    sd_bus_slot **slots = logind.session_matches;
+    int r = p_sd_bus_match_signal_async(bus, &slots[0], LOGIN1, session_path, SESSION, "Lock", on_session_lock, NULL, ud);
+    if (r >= 0) r = p_sd_bus_match_signal_async(bus, &slots[1], LOGIN1, session_path, SESSION, "Unlock", on_session_unlock, NULL, ud);
+    if (r >= 0) r = p_sd_bus_match_signal_async(bus, &slots[2], LOGIN1, session_path, "org.freedesktop.DBus.Properties",
+                                                "PropertiesChanged", on_session_properties, session_matched, ud);
+    return r < 0 ? r : 0;
+}
+
+int xil_logind_read_session_active(sd_bus *bus) {
+    if (!logind.session) return -ENOENT;
+    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, logind.session, "org.freedesktop.DBus.Properties", "Get",
+                                      active_answered, (void *)logind.cb, "ss", SESSION, "Active");
 }
 
 const char *xil_logind_owner(void) { return logind.login1.owner; }
@@ -646,6 +789,7 @@ static struct followed_name upower;
 static int on_battery_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)error; (void)userdata;
     int on_battery = 0;
+    if (!answered_on_open_bus(reply)) return 0;
     if (p_sd_bus_message_is_method_error(reply, NULL)) {
         say(upower.cb, 2, "cannot read UPower's OnBattery: %s", p_sd_bus_message_get_error(reply)->message);
     } else if (p_sd_bus_message_enter_container(reply, 'v', "b") >= 0) {
@@ -690,42 +834,57 @@ static int on_upower_properties(sd_bus_message *m, void *userdata, sd_bus_error 
 }
 
 int xil_upower_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb) {
-    upower = (struct followed_name){.name = UPOWER, .changed = upower_owner_changed, .cb = cb};
+    upower = (struct followed_name){.name = UPOWER, .changed = upower_owner_changed, .cb = cb, .unowned_level = 1,
+                                    .unowned = "no UPower on the system bus: the times on AC are in force"};
     upower_bus = bus;
+    /* Read once the owner is known (upower_owner_changed). */
     int r = follow_name(bus, &upower);
     if (r < 0) return r;
-    r = p_sd_bus_match_signal(bus, NULL, UPOWER, UPOWER_PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged",
-                              on_upower_properties, NULL);
-    if (r < 0) return r;
-    r = xil_upower_read(bus);
+    r = p_sd_bus_match_signal_async(bus, NULL, UPOWER, UPOWER_PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                                    on_upower_properties, NULL, NULL);
     return r < 0 ? r : 0;
 }
 
 const char *xil_upower_owner(void) { return upower.owner; }
 
-int xil_logind_sleep_delay(sd_bus *bus, const char *who, const char *why) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "Inhibit", &error, &reply, "ssss",
-                                 "sleep", who, why, "delay");
+static int sleep_delay_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
+    if (!answered_on_open_bus(reply)) return 0;
     int fd = -1;
-    if (r >= 0) r = p_sd_bus_message_read(reply, "h", &fd);
+    int failed = p_sd_bus_message_is_method_error(reply, NULL);
+    /* From a logind that has gone since (restarted): the new one is asked anew. */
+    const char *sender = p_sd_bus_message_get_sender(reply);
+    if (!failed && (!sender || strcmp(sender, logind.login1.owner) != 0)) return 0;
+    int r = failed ? answer_errno(reply) : p_sd_bus_message_read(reply, "h", &fd);
     /* The message owns its descriptor: keep a copy of our own, never inherited. */
     if (r >= 0) {
         fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (fd < 0) r = -errno;
     }
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : fd;
+    cb->sleep_delay_taken(cb->context, r < 0 ? r : fd);
+    return 0;
 }
 
-uint64_t xil_logind_delay_max_usec(sd_bus *bus) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
+int xil_logind_take_sleep_delay(sd_bus *bus, const struct xil_desktop_callbacks *cb, const char *who, const char *why) {
+    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "Inhibit", sleep_delay_answered, (void *)cb,
+                                      "ssss", "sleep", who, why, "delay");
+}
+
+static int delay_max_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const struct xil_desktop_callbacks *cb = userdata;
     uint64_t usec = 0;
-    int r = p_sd_bus_get_property_trivial(bus, LOGIN1, MANAGER_PATH, MANAGER, "InhibitDelayMaxUSec", &error, 't', &usec);
-    p_sd_bus_error_free(&error);
-    return r < 0 || usec == 0 ? 5 * 1000000ULL : usec;
+    if (!answered_on_open_bus(reply)) return 0;
+    if (!p_sd_bus_message_is_method_error(reply, NULL) && p_sd_bus_message_enter_container(reply, 'v', "t") >= 0)
+        p_sd_bus_message_read(reply, "t", &usec);
+    cb->delay_limit(cb->context, usec == 0 ? 5 * 1000000ULL : usec);
+    return 0;
+}
+
+int xil_logind_read_delay_max(sd_bus *bus, const struct xil_desktop_callbacks *cb) {
+    return p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, "org.freedesktop.DBus.Properties", "Get",
+                                      delay_max_answered, (void *)cb, "ss", MANAGER, "InhibitDelayMaxUSec");
 }
 
 /* Each hint's refusal is said once: sessions of type tty (startx) refuse
@@ -740,6 +899,7 @@ static struct hint hints[] = {[XIL_LOCKED_HINT] = {"SetLockedHint", NULL, 0}, [X
 static int hint_answered(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     struct hint *hint = userdata;
+    if (!answered_on_open_bus(m)) return 0;
     if (p_sd_bus_message_is_method_error(m, NULL) && !hint->refused) {
         hint->refused = 1;
         const sd_bus_error *e = p_sd_bus_message_get_error(m);
@@ -754,15 +914,6 @@ int xil_logind_session_hint(sd_bus *bus, const struct xil_desktop_callbacks *cb,
     struct hint *hint = &hints[which];
     hint->cb = cb;
     return p_sd_bus_call_method_async(bus, NULL, LOGIN1, session_path, SESSION, hint->method, hint_answered, hint, "b", value);
-}
-
-int xil_logind_session_active(sd_bus *bus, const char *session_path) {
-    if (!session_path) return -ENOENT;
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    int active = 1;
-    int r = p_sd_bus_get_property_trivial(bus, LOGIN1, session_path, SESSION, "Active", &error, 'b', &active);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : active;
 }
 
 /* The answer to ListInhibitors: the idle inhibitors in block mode, each told, then the end. */
@@ -821,13 +972,14 @@ int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *cb) 
     guard_logind.login1 = (struct followed_name){.name = LOGIN1, .cb = cb, .changed = guard_owner_changed};
     int r = follow_name(bus, &guard_logind.login1);
     if (r < 0) return r;
-    r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "SessionNew", on_guard_session_signal, NULL);
-    if (r >= 0) r = p_sd_bus_match_signal(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "SessionRemoved", on_guard_session_signal, NULL);
+    r = p_sd_bus_match_signal_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "SessionNew", on_guard_session_signal, NULL, NULL);
     if (r >= 0)
-        r = p_sd_bus_add_match(bus, NULL,
-                               "type='signal',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
-                               "path_namespace='/org/freedesktop/login1/session'",
-                               on_guard_session_signal, NULL);
+        r = p_sd_bus_match_signal_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "SessionRemoved", on_guard_session_signal, NULL, NULL);
+    if (r >= 0)
+        r = p_sd_bus_add_match_async(bus, NULL,
+                                     "type='signal',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
+                                     "path_namespace='/org/freedesktop/login1/session'",
+                                     on_guard_session_signal, NULL, NULL);
     return r < 0 ? r : 0;
 }
 

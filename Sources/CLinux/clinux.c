@@ -353,3 +353,18 @@ int xil_directory_watch(const char *directory) {
     }
     return fd;
 }
+
+int xil_directory_watch_saw(int fd, const char *name) {
+    char buffer[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int saw = 0;
+    ssize_t n;
+    while ((n = read(fd, buffer, sizeof buffer)) > 0) {
+        for (char *p = buffer; p < buffer + n;) {
+            const struct inotify_event *event = (const struct inotify_event *)p;
+            /* Events lost to an overflow may have named it. */
+            if ((event->mask & IN_Q_OVERFLOW) || (event->len && strcmp(event->name, name) == 0)) saw = 1;
+            p += sizeof *event + event->len;
+        }
+    }
+    return saw;
+}

@@ -346,8 +346,13 @@ public enum Doctor {
     static func desktopFindings(_ desktop: JSONValue?) -> [DoctorFinding] {
         guard let desktop, case .object(let members) = desktop, !members.isEmpty else { return [] }
         var findings: [DoctorFinding] = []
+        // Why and what happens next, as the agent says it ("did not answer within 5 s; trying again").
+        func why(_ bus: String) -> String {
+            guard let state = desktop["\(bus)_bus_state"]?.string, state != "not used" else { return "not connected" }
+            return ClientText.sanitized(state, maxBytes: 300)
+        }
         if desktop["session_bus"]?.bool == false {
-            findings.append(DoctorFinding("session bus", .warning, "not connected: browsers' and players' inhibitors (org.freedesktop.ScreenSaver) are not seen",
+            findings.append(DoctorFinding("session bus", .warning, "\(why("session")): browsers' and players' inhibitors (org.freedesktop.ScreenSaver) are not seen (locking goes on)",
                                           fix: "start the session with a D-Bus session bus (dbus-run-session, or your display manager)"))
         } else if desktop["screensaver_service"]?.bool == false {
             findings.append(DoctorFinding("session bus", .warning, "org.freedesktop.ScreenSaver is owned by another program: its inhibitors are not seen by xidlelock"))
@@ -355,7 +360,7 @@ public enum Doctor {
             findings.append(DoctorFinding("session bus", .ok, "serving org.freedesktop.ScreenSaver"))
         }
         if desktop["system_bus"]?.bool == false {
-            findings.append(DoctorFinding("system bus", .warning, "not connected: no lock before sleep, no lock-session"))
+            findings.append(DoctorFinding("system bus", .warning, "\(why("system")): no lock before sleep, no lock-session (locking goes on)"))
         } else if desktop["logind_session"] == .null {
             findings.append(DoctorFinding("logind", .warning, "no logind session found for this display: lock-session and the hints do not work"))
         } else {

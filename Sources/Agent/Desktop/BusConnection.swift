@@ -1,14 +1,25 @@
 import CBus
+import CLinux
+import Glibc
 import IdleCore
 
 /// One D-Bus connection as a source: sd-bus says which poll events it wants and
-/// by when it must be called again (an absolute CLOCK_MONOTONIC time in µs).
+/// by when it must be called again (an absolute CLOCK_MONOTONIC time in µs). A
+/// connection that is still connecting does its handshake here too, never waited
+/// for: the loop goes on locking while a bus takes its time or never answers.
 final class BusConnection: EventSource {
     let bus: OpaquePointer
     /// "session bus", "system bus", for logs.
     let name: String
+    private let onReady: () -> Void
     private let onLost: (Int32) -> Void
     private(set) var isFinished = false
+    /// The bus answered the handshake (Hello).
+    private(set) var isReady: Bool
+    /// A handshake not done by then is a failed connection (ETIMEDOUT): sd-bus's own
+    /// bound is 90 s, far past any lock time.
+    private var handshakeBy: MonotonicInstant?
+    static let handshakeLimit = Millis.seconds(5)
     /// Messages left after a turn's share: the loop comes back at once, after the
     /// other sources (the deadline among them) have had their turn.
     private var morePending = false
@@ -21,10 +32,24 @@ final class BusConnection: EventSource {
 
     private var backedUp: Bool { xil_bus_queued_writes(bus) > BusConnection.queuedWritesLimit }
 
+    /// A bus connected already (`xil_bus_open`).
     init(bus: OpaquePointer, name: String, onLost: @escaping (Int32) -> Void) {
         self.bus = bus
         self.name = name
         self.onLost = onLost
+        onReady = {}
+        isReady = true
+    }
+
+    /// A bus still connecting (`xil_bus_connect`): `onReady` once it answers, `onLost`
+    /// with ETIMEDOUT if it has not within `handshakeLimit`.
+    init(connecting bus: OpaquePointer, name: String, onReady: @escaping () -> Void, onLost: @escaping (Int32) -> Void) {
+        self.bus = bus
+        self.name = name
+        self.onReady = onReady
+        self.onLost = onLost
+        isReady = false
+        handshakeBy = SystemClock.now().monotonic + BusConnection.handshakeLimit
     }
 
     var pollInterest: (fd: Int32, events: PollEvents)? {
@@ -37,7 +62,9 @@ final class BusConnection: EventSource {
         guard !isFinished else { return nil }
         if morePending && !backedUp { return MonotonicInstant(.zero) }
         let usec = xil_bus_timeout(bus)
-        return usec == UInt64.max ? nil : MonotonicInstant(.ms(Int64(clamping: usec / 1000)))
+        let busDeadline = usec == UInt64.max ? nil : MonotonicInstant(.ms(Int64(clamping: usec / 1000)))
+        guard let handshakeBy else { return busDeadline }
+        return busDeadline.map { Swift.min($0, handshakeBy) } ?? handshakeBy
     }
 
     /// Messages our own calls queued (a signal, a hint) go out before the wait.
@@ -47,16 +74,29 @@ final class BusConnection: EventSource {
         }
     }
 
-    func dispatch(_ events: PollEvents) { process() }
+    func dispatch(_ events: PollEvents) {
+        process()
+        if !isFinished, let handshakeBy, SystemClock.now().monotonic >= handshakeBy { end(ETIMEDOUT) }
+    }
 
     private func process() {
+        guard !isFinished else { return }
         // Each call writes what the bus takes before it reads one message.
         let r = xil_bus_process(bus, backedUp ? 1 : BusConnection.messagesPerTurn)
         morePending = r > 0
-        guard r < 0, !isFinished else { return }
+        guard r >= 0 else { return end(-r) }
+        if !isReady && xil_bus_ready(bus) != 0 {
+            isReady = true
+            handshakeBy = nil
+            onReady()
+        }
+    }
+
+    private func end(_ error: Int32) {
+        guard !isFinished else { return }
         isFinished = true
         xil_bus_close(bus)
-        onLost(-r)
+        onLost(error)
     }
 }
 
@@ -72,8 +112,48 @@ final class RetryTimer: EventSource {
     }
 
     func dispatch(_ events: PollEvents) {
+        guard !isFinished else { return }
+        cancel()
+        action()
+    }
+
+    /// Never fires (the attempt was made another way).
+    func cancel() {
         isFinished = true
         deadline = nil
+    }
+}
+
+/// Calls back when a socket file appears (created in its directory or moved there):
+/// a bus that starts after the agent, or again after a crash. inotify wakes the agent
+/// only for a change in that directory; no timer does.
+final class SocketWatch: EventSource {
+    let path: String
+    private let name: String
+    private var fd: Int32
+    private let action: () -> Void
+    var isFinished: Bool { fd < 0 }
+
+    /// Nil when the directory cannot be watched (it does not exist).
+    init?(_ path: String, _ action: @escaping () -> Void) {
+        guard let slash = path.lastIndex(of: "/") else { return nil }
+        let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        fd = xil_directory_watch(directory)
+        guard fd >= 0 else { return nil }
+        self.path = path
+        name = String(path[path.index(after: slash)...])
+        self.action = action
+    }
+
+    var pollInterest: (fd: Int32, events: PollEvents)? { fd >= 0 ? (fd, .readable) : nil }
+
+    func dispatch(_ events: PollEvents) {
+        guard fd >= 0, xil_directory_watch_saw(fd, name) != 0 else { return }
         action()
+    }
+
+    func cancel() {
+        if fd >= 0 { close(fd) }
+        fd = -1
     }
 }

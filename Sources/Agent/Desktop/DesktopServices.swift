@@ -18,8 +18,10 @@ protocol DesktopAgent: AnyObject {
 
 /// The desktop's buses: org.freedesktop.ScreenSaver served on the session bus (for
 /// browsers and players), and logind on the system bus (lock before sleep, the
-/// session's Lock signal, its hints, idle inhibitors). Either bus may be missing
-/// or go away: the agent goes on locking, says so once, and reconnects.
+/// session's Lock signal, its hints, idle inhibitors). Either bus may be missing,
+/// come later, never answer or go away: the agent never waits for one (every
+/// connection, handshake and call is asynchronous and bounded), goes on locking,
+/// says so once, and joins the bus when it answers.
 final class DesktopServices {
     struct Settings {
         var serveScreenSaver = true
@@ -38,6 +40,8 @@ final class DesktopServices {
     private(set) var sessionPath: String?
     /// The sleep delay inhibitor's descriptor, while held.
     private(set) var sleepDelay: Int32 = -1
+    /// Asked for, not answered yet.
+    private var sleepDelayAsked = false
     private(set) var sleepPending = false
     private var delayLimit = Millis.seconds(5)
     /// logind's idle inhibitors as the answer to ListInhibitors tells them, while it comes.
@@ -54,8 +58,14 @@ final class DesktopServices {
     private var sessionInactive = false
     private var said: Set<String> = []
     private var retryDelay: [String: Millis] = [:]
+    private var retryTimer: [String: RetryTimer] = [:]
+    /// A bus's socket, watched for while the bus is not joined.
+    private var socketWatch: [String: SocketWatch] = [:]
     /// The buses this agent has been connected to.
     private var everConnected: Set<String> = []
+    /// Each bus's state in the user's words ("connected", "connecting", "not
+    /// connected: why; what happens next"), for status and doctor.
+    private var busState: [String: String] = [:]
 
     init(agent: DesktopAgent, settings: Settings) {
         self.agent = agent
@@ -83,53 +93,83 @@ final class DesktopServices {
 
     // MARK: Connections
 
-    /// Opens one bus as a source; `onLost` runs when it goes away. Nil (retried or
-    /// said once, see `lost`) when it cannot be opened.
-    private func open(_ which: String, onLost: @escaping (Int32) -> Void) -> BusConnection? {
+    /// Starts connecting to one bus, waiting for nothing: `onReady` runs once the bus
+    /// answers, `onLost` when it goes away or does not answer in time (the
+    /// connection's `isReady` tells which). Nil (said once, tried again, see `failed`)
+    /// when no connection can even start.
+    private func open(_ which: String, onReady: @escaping () -> Void, onLost: @escaping (Int32) -> Void) -> BusConnection? {
         var err: Int32 = 0
-        guard let bus = xil_bus_open(which == "session" ? 1 : 0, &err) else {
-            lost(which, err)
+        guard let bus = xil_bus_connect(which == "session" ? 1 : 0, &err) else {
+            failed(which, abs(err))
             return nil
         }
-        retryDelay[which] = nil
-        everConnected.insert(which)
-        return BusConnection(bus: bus, name: "\(which) bus", onLost: onLost)
+        busState[which] = "connecting"
+        let connection = BusConnection(connecting: bus, name: "\(which) bus", onReady: { [unowned self] in
+            retryDelay[which] = nil
+            retryTimer.removeValue(forKey: which)?.cancel()
+            socketWatch.removeValue(forKey: which)?.cancel()
+            everConnected.insert(which)
+            busState[which] = "connected"
+            onReady()
+        }, onLost: onLost)
+        agent?.addSource(connection)
+        return connection
     }
 
     private func connectSession() {
-        guard let connection = open("session", onLost: { [unowned self] code in
+        guard session == nil else { return }
+        session = open("session", onReady: { [unowned self] in sessionReady() }, onLost: { [unowned self] code in
+            let wasReady = session?.isReady == true
             session = nil
+            guard wasReady else {
+                agent?.perform(.sourceReady(.dbus))
+                return failed("session", code)
+            }
             ownsScreenSaverName = false
             sayOnce("lost-session", .warning, "lost the session bus (\(String(cString: strerror(code)))): org.freedesktop.ScreenSaver is not served until it is back; locking goes on")
             // Its callers can no longer end their inhibitors: they end now (fail closed).
             xil_screensaver_forget_callers()
             agent?.request(.sourceLost(.dbus))
-            lost("session", 0)
-        }) else {
-            agent?.perform(.sourceReady(.dbus))
-            return
-        }
-        session = connection
-        var owner: UInt32 = 0
-        let r = xil_screensaver_serve(connection.bus, callbacks, &owner)
+            failed("session", code, lost: true)
+        })
+        if session == nil { agent?.perform(.sourceReady(.dbus)) }
+    }
+
+    private func sessionReady() {
+        guard let session else { return }
+        let r = xil_screensaver_serve(session.bus, callbacks)
+        if r < 0 { screenSaverServed(r, owner: 0) }
+    }
+
+    /// The bus's answer to our asking for org.freedesktop.ScreenSaver.
+    fileprivate func screenSaverServed(_ r: Int32, owner: UInt32) {
         if r == 1 {
             ownsScreenSaverName = true
             Log.write(.info, "serving org.freedesktop.ScreenSaver on the session bus (browsers and players can hold the lock off)")
             // Browsers and players take their inhibitors again once they see the name
             // appear: the first stage gives them a moment (within the start's wait).
             agent?.perform(.sourceReady(.dbus, settle: .seconds(1)))
-        } else if r == 0 {
+            return
+        }
+        if r == 0 {
             Log.write(.warning, "org.freedesktop.ScreenSaver is owned by another program (pid \(owner), \(processName(pid_t(owner)))): its inhibitors are not seen by xidlelock")
         } else {
             Log.write(.warning, "cannot serve org.freedesktop.ScreenSaver: \(String(cString: strerror(-r)))")
         }
-        if r != 1 { agent?.perform(.sourceReady(.dbus)) }
-        agent?.addSource(connection)
+        agent?.perform(.sourceReady(.dbus))
     }
 
     private func connectSystem() {
-        guard let connection = open("system", onLost: { [unowned self] code in
+        guard system == nil else { return }
+        system = open("system", onReady: { [unowned self] in systemReady() }, onLost: { [unowned self] code in
+            let wasReady = system?.isReady == true
             system = nil
+            sleepDelayAsked = false
+            guard wasReady else {
+                agent?.perform(.sourceReady(.logind))
+                return failed("system", code)
+            }
+            sessionPath = nil
             releaseSleepDelay()
             sleepPending = false
             sayOnce("lost-system", .warning, "lost the system bus (\(String(cString: strerror(code)))): no lock before sleep until it is back; locking goes on")
@@ -141,75 +181,136 @@ final class DesktopServices {
                 Log.write(.info, "without logind the session counts as active")
                 sessionActive(true)
             }
-            lost("system", 0)
-        }) else {
-            agent?.perform(.sourceReady(.logind))
-            return
-        }
-        system = connection
-        let bus = connection.bus
+            failed("system", code, lost: true)
+        })
+        if system == nil { agent?.perform(.sourceReady(.logind)) }
+    }
+
+    /// Everything is asked without waiting; the answers come as the bus's messages.
+    private func systemReady() {
+        guard let system else { return }
+        let bus = system.bus
         if settings.followPower {
             let r = xil_upower_watch(bus, callbacks)
             if r < 0 { Log.write(.warning, "cannot follow UPower: \(String(cString: strerror(-r))): the times on AC are in force") }
-            if String(cString: xil_upower_owner()).isEmpty { Log.write(.info, "no UPower on the system bus: the times on AC are in force") }
         }
-        guard settings.useLogind else {
-            agent?.addSource(connection)
+        guard settings.useLogind else { return }
+        // The rest once the bus says who owns logind's name (logindOwnerChanged).
+        let r = xil_logind_watch(bus, callbacks)
+        if r < 0 {
+            Log.write(.warning, "cannot watch logind: \(String(cString: strerror(-r)))")
+            agent?.perform(.sourceReady(.logind))
+        }
+    }
+
+    /// logind is there (at the connection, or started later on the bus, or started
+    /// again: its state is new), or gone.
+    fileprivate func logindOwnerChanged(owned: Bool) {
+        guard let system, system.isReady else { return }
+        // What the old owner held is not the new one's: its sleep delay, its session's matches.
+        releaseSleepDelay()
+        sleepDelayAsked = false
+        sleepPending = false
+        sessionPath = nil
+        guard owned else {
+            // What logind held off can no longer be seen to end: it ends now (fail closed).
+            agent?.request(.sourceLost(.logind))
+            if sessionInactive {
+                Log.write(.info, "without logind the session counts as active")
+                sessionActive(true)
+            }
+            agent?.perform(.sourceReady(.logind))
             return
         }
-        let id = getenv("XDG_SESSION_ID").map { String(cString: $0) }
-        var path = [CChar](repeating: 0, count: 256)
-        let found = xil_logind_session_path(bus, id, &path, path.count)
-        if found == 0 {
-            sessionPath = String(nulTerminated: path)
-            Log.write(.info, "logind session: \(sessionPath!)")
-        } else {
-            sessionPath = nil
-            sayOnce("no-session", .warning, "no logind session found (\(id.map { "XDG_SESSION_ID=\($0)" } ?? "no XDG_SESSION_ID, no display session of this user")): no lock-session, no hints")
-        }
-        let r = xil_logind_watch(bus, callbacks, sessionPath)
-        if r < 0 { Log.write(.warning, "cannot watch logind: \(String(cString: strerror(-r)))") }
-        let owner = String(cString: xil_logind_owner())
-        if owner.isEmpty { Log.write(.warning, "nobody owns org.freedesktop.login1 on the system bus: no signal claiming to be logind's is taken") }
-        delayLimit = Millis(Int64(xil_logind_delay_max_usec(bus) / 1000))
+        let bus = system.bus
+        if xil_logind_read_delay_max(bus, callbacks) < 0 { delayLimit = .seconds(5) }
         if settings.lockBeforeSleep { takeSleepDelay() }
-        // Both ways: a session left inactive before a reconnection may be active now.
-        if let sessionPath {
-            let active = xil_logind_session_active(bus, sessionPath)
-            if active >= 0 { sessionActive(active != 0) }
-            // What the machine told logind while it could not be told (a lock made at
-            // start, before the session was known; a reconnection).
-            if let hints = agent?.hints {
-                if hints.locked { hint(XIL_LOCKED_HINT, true) }
-                if hints.idle { hint(XIL_IDLE_HINT, true) }
-            }
-        }
+        let id = getenv("XDG_SESSION_ID").map { String(cString: $0) }
+        let r = xil_logind_find_session(bus, callbacks, id)
+        if r < 0 { sessionFound(nil, whyNot: String(cString: strerror(-r))) }
         // Its answer is logind's report for the start's wait.
         listedIdleInhibitors = []
         if xil_logind_list_idle_inhibitors(bus) < 0 { agent?.perform(.sourceReady(.logind)) }
-        agent?.addSource(connection)
     }
 
-    /// Tries again later (5 s, doubling to 5 min). A failure to connect is logged once
-    /// (`err` 0: the loss was logged already).
-    private func lost(_ which: String, _ err: Int32) {
-        // A bus that was never there and has no address (a bare startx) is not polled
-        // for: that would wake the agent every few minutes for nothing. One that was
-        // there, or whose socket exists, is tried again with a growing delay.
-        let absent = !everConnected.contains(which) && [ENOENT, ENOMEDIUM].contains(abs(err))
-        if err == 0 {
+    fileprivate func sessionFound(_ path: String?, whyNot: String) {
+        guard let system else { return }
+        guard let path else {
+            sessionPath = nil
+            let id = getenv("XDG_SESSION_ID").map { "XDG_SESSION_ID=\(String(cString: $0))" }
+            sayOnce("no-session", .warning, "no logind session found (\(id ?? "no XDG_SESSION_ID, no display session of this user"): \(ClientText.sanitized(whyNot, maxBytes: 160))): no lock-session, no hints")
+            return
+        }
+        let r = xil_logind_watch_session(system.bus, path)
+        if r < 0 {
+            Log.write(.warning, "cannot watch the logind session \(ClientText.sanitized(path, maxBytes: 200)): \(String(cString: strerror(-r)))")
+            return
+        }
+        sessionPath = path
+    }
+
+    /// The session's signals are matched: from now on it is followed.
+    fileprivate func sessionWatched(error: Int32) {
+        guard let system, let sessionPath else { return }
+        if error < 0 { Log.write(.warning, "cannot watch the logind session: \(String(cString: strerror(-error)))") }
+        Log.write(.info, "logind session: \(sessionPath)")
+        // Both ways: a session left inactive before a reconnection may be active now.
+        _ = xil_logind_read_session_active(system.bus)
+        // What the machine told logind while it could not be told (a lock made at
+        // start, before the session was known; a reconnection).
+        if let hints = agent?.hints {
+            if hints.locked { hint(XIL_LOCKED_HINT, true) }
+            if hints.idle { hint(XIL_IDLE_HINT, true) }
+        }
+    }
+
+    /// A bus that could not be joined (`err`: an errno; ETIMEDOUT from a handshake
+    /// not done in time) or was lost (said already): said once. The bus is joined
+    /// when its socket appears (inotify, no timer), and, where its socket may be there
+    /// and answer later (refused, timed out, lost), tried again after 5 s, doubling
+    /// to 5 min. A bus with no socket wakes the agent for nothing.
+    private func failed(_ which: String, _ err: Int32, lost: Bool = false) {
+        let why = err == ETIMEDOUT && !lost
+            ? "it did not answer within \(BusConnection.handshakeLimit)" : String(cString: strerror(err))
+        let socket = which == "session" ? BusAddress.sessionSocket(SocketPath.environment) : BusAddress.systemSocket(SocketPath.environment)
+        if socketWatch[which] == nil, let socket {
+            socketWatch[which] = SocketWatch(socket) { [unowned self] in
+                Log.debug("\(socket) appeared: joining the \(which) bus")
+                retryTimer.removeValue(forKey: which)?.cancel()
+                // A socket just made may not listen yet (bind comes before listen): the
+                // first retries are quick.
+                retryDelay[which] = .ms(50)
+                connect(which)
+            }
+            if let watch = socketWatch[which] { agent?.addSource(watch) }
+        }
+        let watching = socketWatch[which] != nil
+        let noSocket = [ENOENT, ENOMEDIUM].contains(err)
+        // Without a watch, a bus that was there is tried again anyway (its directory
+        // may come back); one never seen and with no socket is not.
+        let retrying = !noSocket || (!watching && everConnected.contains(which))
+        let next = retrying ? "trying again" : watching ? "joined when \(socket ?? "its socket") appears" : "restart the agent once the bus exists"
+        busState[which] = "not connected: \(why); \(next)"
+        if lost {
             said.insert("no-\(which)")
         } else {
-            sayOnce("no-\(which)", .warning, "no \(which) bus (\(String(cString: strerror(abs(err))))): " + (which == "session"
+            sayOnce("no-\(which)", .warning, "no \(which) bus (\(why)): " + (which == "session"
                 ? "org.freedesktop.ScreenSaver is not served" : "no lock before sleep, no lock-session")
-                + (absent ? "; locking goes on (restart the agent once the bus exists)" : "; locking goes on, retrying later"))
+                + "; locking goes on, \(next)")
         }
-        if absent { return }
+        guard retrying, retryTimer[which] == nil else { return }
         let delay = retryDelay[which].map { Swift.min($0 + $0, .minutes(5)) } ?? .seconds(5)
         retryDelay[which] = delay
-        agent?.addSource(RetryTimer(at: SystemClock.now().monotonic + delay) { [unowned self] in
-            if which == "session" { connectSession() } else { connectSystem() }
-        })
+        let timer = RetryTimer(at: SystemClock.now().monotonic + delay) { [unowned self] in
+            retryTimer[which] = nil
+            connect(which)
+        }
+        retryTimer[which] = timer
+        agent?.addSource(timer)
+    }
+
+    private func connect(_ which: String) {
+        if which == "session" { connectSession() } else { connectSystem() }
     }
 
     private func sayOnce(_ key: String, _ level: LogLevel, _ message: String) {
@@ -219,13 +320,24 @@ final class DesktopServices {
     // MARK: Sleep
 
     private func takeSleepDelay() {
-        guard let system, sleepDelay < 0 else { return }
-        let fd = xil_logind_sleep_delay(system.bus, "xidlelock", "lock the screen before sleep")
-        if fd >= 0 {
-            sleepDelay = fd
-        } else {
+        guard let system, system.isReady, sleepDelay < 0, !sleepDelayAsked else { return }
+        let r = xil_logind_take_sleep_delay(system.bus, callbacks, "xidlelock", "lock the screen before sleep")
+        if r < 0 { sleepDelayTaken(r) } else { sleepDelayAsked = true }
+    }
+
+    /// logind's answer: the delay inhibitor's descriptor, or why not.
+    fileprivate func sleepDelayTaken(_ fd: Int32) {
+        sleepDelayAsked = false
+        guard fd >= 0 else {
             Log.write(.warning, "logind refused a sleep delay inhibitor (\(String(cString: strerror(-fd)))): the screen is locked after resume instead of before sleep")
+            return
         }
+        // One at a time: a second would hold the sleep off after the first is let go.
+        guard sleepDelay < 0 else {
+            close(fd)
+            return
+        }
+        sleepDelay = fd
     }
 
     private func releaseSleepDelay() {
@@ -276,14 +388,17 @@ final class DesktopServices {
 
     /// For status.
     var statusFields: [(String, JSONValue)] {
-        [
-            ("session_bus", .bool(session != nil)),
+        let systemReady = system?.isReady == true
+        return [
+            ("session_bus", .bool(session?.isReady == true)),
+            ("session_bus_state", .string(busState["session"] ?? "not used")),
             ("screensaver_service", .bool(ownsScreenSaverName)),
-            ("system_bus", .bool(system != nil)),
+            ("system_bus", .bool(systemReady)),
+            ("system_bus_state", .string(busState["system"] ?? "not used")),
             ("logind_session", sessionPath.map { .string($0) } ?? .null),
             ("sleep_delay_held", .bool(sleepDelay >= 0)),
-            ("logind_owner", system == nil || !settings.useLogind ? .null : .string(String(cString: xil_logind_owner()))),
-            ("upower_owner", system == nil || !settings.followPower ? .null : .string(String(cString: xil_upower_owner()))),
+            ("logind_owner", !systemReady || !settings.useLogind ? .null : .string(String(cString: xil_logind_owner()))),
+            ("upower_owner", !systemReady || !settings.followPower ? .null : .string(String(cString: xil_upower_owner()))),
             ("forged_signals", .number(Double(forgedSignals))),
         ]
     }
@@ -427,6 +542,25 @@ final class DesktopServices {
         }
         callbacks.pointee.on_battery = { context, onBattery in
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.perform(.powerSource(onBattery: onBattery != 0))
+        }
+        callbacks.pointee.screensaver_served = { context, result, owner in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().screenSaverServed(result, owner: owner)
+        }
+        callbacks.pointee.session_found = { context, path, whyNot in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue()
+                .sessionFound(path.map { String(cString: $0) }, whyNot: whyNot.map { String(cString: $0) } ?? "")
+        }
+        callbacks.pointee.session_watched = { context, error in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().sessionWatched(error: error)
+        }
+        callbacks.pointee.sleep_delay_taken = { context, fd in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().sleepDelayTaken(fd)
+        }
+        callbacks.pointee.delay_limit = { context, usec in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().delayLimit = Millis(Int64(clamping: usec / 1000))
+        }
+        callbacks.pointee.logind_owner = { context, owned in
+            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().logindOwnerChanged(owned: owned != 0)
         }
         callbacks.pointee.log = { _, level, message in Log.fromLibrary(level, message) }
     }

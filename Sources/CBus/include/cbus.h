@@ -38,6 +38,20 @@ struct xil_desktop_callbacks {
     void (*forged)(void *context, const char *sender, const char *what);
     /* UPower's OnBattery (0 with no UPower), from UPower's own connection. */
     void (*on_battery)(void *context, int on_battery);
+    /* Answers to questions asked at connection without waiting. screensaver_served:
+     * 1 the name is ours, 0 another program owns it (its pid, or 0), or -errno.
+     * session_found: logind's session object path, or NULL and why. session_watched:
+     * the session's signals are matched (0 or -errno). sleep_delay_taken: the delay
+     * inhibitor's fd (close-on-exec, now the agent's), or -errno. delay_limit:
+     * InhibitDelayMaxUSec (5 s if it cannot be read). */
+    void (*screensaver_served)(void *context, int result, uint32_t owner_pid);
+    void (*session_found)(void *context, const char *path, const char *why_not);
+    void (*session_watched)(void *context, int error);
+    void (*sleep_delay_taken)(void *context, int fd);
+    void (*delay_limit)(void *context, uint64_t usec);
+    /* org.freedesktop.login1 has an owner (logind started, or restarted: its state is
+     * new), or none; first told once the bus answers who owns it. */
+    void (*logind_owner)(void *context, int owned);
     void (*log)(void *context, int level, const char *message); /* 0 debug .. 3 error */
     /* The guard: logind's sessions changed (one came, went, or changed a property),
      * or logind's owner changed; read them again with xil_logind_sessions. */
@@ -47,9 +61,18 @@ struct xil_desktop_callbacks {
 /* Loads libsystemd.so.0. 0, or -1 with a reason in `error`. */
 int xil_bus_load(char *error, size_t size);
 
-/* The session (user != 0) or system bus; NULL and -errno in *err. Method calls
- * made here time out after 2 s so that a hung peer never stalls the agent long. */
+/* Starts connecting to the session (user != 0) or system bus, waiting for nothing:
+ * the handshake (authentication, Hello) advances in xil_bus_process, and
+ * xil_bus_ready says when it is done. NULL and -errno in *err when it cannot even
+ * start (-ENOENT: no socket; -ENOMEDIUM: no address). Method calls time out after
+ * 2 s, so that a peer that stops answering holds no answer long. */
+sd_bus *xil_bus_connect(int user, int *err);
+/* The handshake is done: the bus answered Hello. */
+int xil_bus_ready(sd_bus *bus);
+/* Connects and waits for the handshake (sd-bus's own bound): for the guard, whose
+ * calls are synchronous. */
 sd_bus *xil_bus_open(int user, int *err);
+/* Closes without flushing: never waits on a bus that reads nothing. */
 void xil_bus_close(sd_bus *bus);
 int xil_bus_fd(sd_bus *bus);
 /* poll events the bus wants now (POLLIN, POLLOUT). */
@@ -64,25 +87,30 @@ int xil_bus_process(sd_bus *bus, int budget);
 uint64_t xil_bus_queued_writes(sd_bus *bus);
 
 /* Serves org.freedesktop.ScreenSaver at /org/freedesktop/ScreenSaver and
- * /ScreenSaver. 1: the name is ours; 0: another program owns it (its pid, or 0,
- * in *owner_pid); <0: -errno. `callbacks` must outlive the bus. */
-int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, uint32_t *owner_pid);
+ * /ScreenSaver, and asks for the name without waiting (answered through
+ * screensaver_served). 0 or -errno. `callbacks` must outlive the bus. */
+int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
 /* Forgets every caller (the session bus is lost: their holds end with it). */
 void xil_screensaver_forget_callers(void);
 /* Emits ActiveChanged(b) on both paths. */
 void xil_screensaver_active_changed(sd_bus *bus, int active);
 
-/* logind, on the system bus. The session's object path for XDG_SESSION_ID (or,
- * with id NULL, the user's display session); 0 or -errno. */
-int xil_logind_session_path(sd_bus *bus, const char *session_id, char *path, size_t size);
-/* Watches PrepareForSleep, the session's Lock/Unlock and Active, and the
- * manager's BlockInhibited, taken only from the current owner of
- * org.freedesktop.login1 (followed through NameOwnerChanged). `session_path` may
- * be NULL. 0 or -errno. */
-int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, const char *session_path);
+/* logind, on the system bus; nothing here waits for an answer. The session's
+ * object path for XDG_SESSION_ID (or, with id NULL, the user's display session),
+ * answered through session_found. 0 or -errno. */
+int xil_logind_find_session(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, const char *session_id);
+/* Watches PrepareForSleep and the manager's BlockInhibited, taken only from the
+ * current owner of org.freedesktop.login1 (followed through NameOwnerChanged).
+ * 0 or -errno. */
+int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
+/* Watches the session's Lock/Unlock and Active (after xil_logind_watch); answered
+ * through session_watched once the matches are in place. 0 or -errno. */
+int xil_logind_watch_session(sd_bus *bus, const char *session_path);
+/* Reads the session's Active: answered through session_active. 0 or -errno. */
+int xil_logind_read_session_active(sd_bus *bus);
 /* The unique name that owns org.freedesktop.login1 now ("" for none). */
 const char *xil_logind_owner(void);
-/* UPower, on the system bus: OnBattery read now (answered through on_battery, AC
+/* UPower, on the system bus: OnBattery read once its owner is known (answered through on_battery, AC
  * when nobody owns the name) and followed through its PropertiesChanged, taken
  * only from the owner of org.freedesktop.UPower. Never polled. 0 or -errno. */
 int xil_upower_watch(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
@@ -90,16 +118,14 @@ int xil_upower_watch(sd_bus *bus, const struct xil_desktop_callbacks *callbacks)
 int xil_upower_read(sd_bus *bus);
 /* The unique name that owns org.freedesktop.UPower now ("" for none). */
 const char *xil_upower_owner(void);
-/* Takes a sleep delay inhibitor: its fd (close-on-exec), or -errno. */
-int xil_logind_sleep_delay(sd_bus *bus, const char *who, const char *why);
-/* InhibitDelayMaxUSec, or 5 s if it cannot be read. */
-uint64_t xil_logind_delay_max_usec(sd_bus *bus);
+/* Asks for a sleep delay inhibitor: answered through sleep_delay_taken. 0 or -errno. */
+int xil_logind_take_sleep_delay(sd_bus *bus, const struct xil_desktop_callbacks *callbacks, const char *who, const char *why);
+/* Reads InhibitDelayMaxUSec: answered through delay_limit. 0 or -errno. */
+int xil_logind_read_delay_max(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
 enum xil_hint { XIL_LOCKED_HINT, XIL_IDLE_HINT };
 /* Calls Session.SetLockedHint or SetIdleHint(b) without waiting for the answer. */
 int xil_logind_session_hint(sd_bus *bus, const struct xil_desktop_callbacks *callbacks,
                             const char *session_path, enum xil_hint which, int value);
-/* The session's Active property: 1, 0, or -errno. */
-int xil_logind_session_active(sd_bus *bus, const char *session_path);
 /* Asks for the idle inhibitors without waiting: the answer comes through the
  * callbacks idle_inhibitor and idle_inhibitors_listed. 0 or -errno. */
 int xil_logind_list_idle_inhibitors(sd_bus *bus);

@@ -122,6 +122,9 @@ int xil_set_undumpable(void);
 /* An inotify descriptor (non-blocking, close-on-exec) readable when a file is created
  * in or moved into `directory`; -1 and errno. */
 int xil_directory_watch(const char *directory);
+/* Reads every event a directory watch holds: 1 if one of them named `name` (or
+ * some were lost), else 0. */
+int xil_directory_watch_saw(int fd, const char *name);
 /* The guard follows each verified agent with ptrace (PTRACE_SEIZE, no options):
  * a SIGSTOP reaches the guard at once, with no polling and without waking the agent,
  * and no other tracer (the user's) can attach. 0 or -1 and errno (EPERM: another

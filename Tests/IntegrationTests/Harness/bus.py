@@ -220,6 +220,25 @@ def fake_agent(args):
         conn.close()
 
 
+def silent(args):
+    import socket
+    (path,) = args
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(16)
+    record_pid()
+    print('listening', flush=True)
+    # Kept open and never read: the client's handshake waits for an answer that never comes.
+    accepted = []
+    while True:
+        conn, _ = server.accept()
+        accepted.append(conn)
+
+
 def sleep_inhibitors(bus):
     return [i for i in manager(bus).ListInhibitors(dbus_interface=MANAGER) if 'sleep' in str(i[0]).split(':')]
 
@@ -824,6 +843,8 @@ def main():
         target.UpdateProperties(SESSION, {'Active': dbus.Boolean(args[-1] == 'true')}, dbus_interface=MOCK)
     elif command == 'guard-setup':
         guard_setup(args)
+    elif command == 'silent':
+        silent(args)
     elif command == 'fake-agent':
         fake_agent(args)
     elif command == 'terminated':
