@@ -121,26 +121,12 @@ public struct IdleMachine: Sendable {
     public func suspended(at now: Instant) -> Millis { now.suspended - lastActivityAt.suspended }
 
     /// The boottime of the next thing the machine must wake up for, if any.
-    /// Between deadlines the agent sleeps: nothing here needs polling.
+    /// Between deadlines the agent sleeps: nothing here needs polling. Every timed
+    /// check says its own (`TimedCheck`); listening paused after input has no check:
+    /// it resumes at the wake-up's reading of the server's counter.
     public var nextDeadline: BoottimeInstant? {
-        var deadline: BoottimeInstant?
-        func consider(_ t: BoottimeInstant) { deadline = min(deadline ?? t, t) }
-        if let due = nextStageDue { consider(due) }
-        if let off = screenOffDue { consider(off) }
-        if let locker = supervisor.deadline(hurry: sleepDelayUntil != nil) { consider(locker) }
-        if let sleep = sleepDelayUntil { consider(sleep) }
-        for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
-        if let until = disabledUntil ?? nil { consider(until) }
-        if isDisabled || !inhibitors.isEmpty, let end = holdBudgetEnds { consider(end) }
-        // The start's wait matters only to a stage due before it ends: an agent that
-        // starts with an hour to go does not wake for it.
-        if let waitEnds = startupWaitEnds,
-           let due = config.stages.indices.filter({ !fired[$0] && heldBy($0, awaiting: false).isEmpty }).map(dueTime).min() {
-            consider(max(due, waitEnds))
-        }
-        if !listensForInput, let resume = listeningResumesAt { consider(resume) }
-        if let check = cornerCheckDue { consider(check) }
-        if let lock = cornerLockDue { consider(lock) }
+        var deadline = TimedCheck.allCases.compactMap(due).min()
+        if !listensForInput, let resume = listeningResumesAt { deadline = min(deadline ?? resume, resume) }
         return deadline
     }
 
@@ -180,8 +166,10 @@ public struct IdleMachine: Sendable {
 
     public mutating func handle(_ event: Event, at now: Instant) -> [Action] {
         var out: [Action] = []
+        // A suspend since the last event first: the resume re-arms the stages, and the
+        // idle time everything after reads counts from there.
         noteSuspendGap(now, &out)
-        endExpiredHolds(now, &out)
+        run(TimedCheck.beforeEvent, now, &out)
         switch event {
         case .start(let serverIdle, let awaiting):
             lastActivityAt = Instant(monotonic: now.monotonic - serverIdle, boottime: now.boottime - serverIdle)
@@ -268,13 +256,9 @@ public struct IdleMachine: Sendable {
         case .cards(let report):
             cardsReported(report, now, &out)
         }
-        endStartupWaitIfDue(now, &out)
-        checkCornerIfDue(now, &out)
-        lockFromCornerIfDue(now, &out)
-        sleepDelayCheck(now, &out)
-        probeIfDue(now, &out)
-        fireDueStages(now, &out)
-        turnScreenOffIfDue(now, &out)
+        // What the event made due, and what its time made due, in the one order
+        // written down (and explained) at `TimedCheck`.
+        run(TimedCheck.afterEvent, now, &out)
         return out
     }
 
@@ -491,15 +475,6 @@ public struct IdleMachine: Sendable {
     // MARK: Stages
 
     mutating func fireDueStages(_ now: Instant, _ out: inout [Action]) {
-        if supervisor.retryDue(at: now.boottime) {
-            if supervisor.lastReturnedAtOnce {
-                // The last one forked and returned: if its detached copy holds the
-                // keyboard, a second one would only pile up. Ask first.
-                probe(now, &out)
-            } else {
-                startLocker(now, &out)
-            }
-        }
         let idle = idle(at: now)
         let stages = config.stages
         // Each stage on its own: one that ignores a hold fires while it holds the others.
@@ -547,6 +522,18 @@ public struct IdleMachine: Sendable {
         out.append(.probeGrabs)
         out.append(.run(.locker, command: stage.command, environment: environment("lock", stage, now)))
         out.append(.announce(.locking(idle: idle(at: now), requested: lockRequested, attempt: attempt)))
+    }
+
+    /// A failed locker is started again when its backoff ends.
+    mutating func retryLockerIfDue(_ now: Instant, _ out: inout [Action]) {
+        guard supervisor.retryDue(at: now.boottime) else { return }
+        if supervisor.lastReturnedAtOnce {
+            // The last one forked and returned: if its detached copy holds the
+            // keyboard, a second one would only pile up. Ask first.
+            probe(now, &out)
+        } else {
+            startLocker(now, &out)
+        }
     }
 
     /// Runs the grab probe when the supervisor's schedule says so.
@@ -613,7 +600,7 @@ public struct IdleMachine: Sendable {
             out.append(.log(.error, "the locker \(reason): the screen may NOT be locked; starting it again \(delay <= .zero ? "now" : "in \(delay)")"))
             out.append(.announce(.lockerFailed(kind: failure.kind, reason: reason, retryIn: delay)))
             tellLockedHint(false, &out)
-            // A retry due now starts from fireDueStages, after the other checks.
+            // A retry due now starts from the lockerRetry check, after the event (TimedCheck).
         case .retryNow:
             startLocker(now, &out)
         case .retryHeldOff(let until, let again):

@@ -283,6 +283,12 @@ public struct LockerSupervisor: Equatable, Sendable {
         return attempt
     }
 
+    /// When a failed locker is started again; nil unless failing.
+    public var retryAt: BoottimeInstant? {
+        if case .retrying(let at, _) = state { return at }
+        return nil
+    }
+
     /// Whether a retry is due now.
     public func retryDue(at now: BoottimeInstant) -> Bool {
         if case .retrying(let at, _) = state { return now >= at }
