@@ -325,10 +325,11 @@ extension IdleMachine {
     /// When a hold next ends by itself: an inhibitor's span, a disable's, or the
     /// policy's max-inhibit while anything holds.
     var holdsExpire: BoottimeInstant? {
-        var ends = inhibitors.compactMap(\.until)
-        if let until = disabledUntil ?? nil { ends.append(until) }
-        if isDisabled || !inhibitors.isEmpty, let end = holdBudgetEnds { ends.append(end) }
-        return ends.min()
+        var first = disabledUntil ?? nil
+        func consider(_ t: BoottimeInstant?) { if let t { first = min(first ?? t, t) } }
+        for inhibitor in inhibitors { consider(inhibitor.until) }
+        if isDisabled || !inhibitors.isEmpty { consider(holdBudgetEnds) }
+        return first
     }
 
     /// When the policy's max-inhibit runs out in this idle period.

@@ -71,13 +71,8 @@ public struct IdleMachine: Sendable {
     public internal(set) var idleHint = false
     /// The before-sleep hook runs; the sleep waits for it (within the delay).
     var beforeSleepRunning = false
-    /// The last activity whose rest the pointer's corner was checked for.
-    var cornerCheckedFor: BoottimeInstant?
-    /// The `+` corner the pointer rests in (its lock not yet due), and where.
-    var restingCorner: ScreenCorner?
-    var restingAt: PointerPosition?
-    /// Where the pointer rested when a corner last locked: the same rest does not lock twice.
-    var cornerLockedAt: PointerPosition?
+    /// The hot corners (`--corners`): the pointer's rest, as last checked.
+    var corners: CornerWatch
     /// pcscd's readers and their cards (`--lock-on-card-removal`).
     var cards = CardBook()
 
@@ -108,6 +103,7 @@ public struct IdleMachine: Sendable {
         self.config = config
         self.holds = HoldBook(cookies: cookies)
         self.supervisor = LockerSupervisor(grabDeadline: config.lockerGrabDeadline, shortestHold: config.lockerShortestHold)
+        self.corners = CornerWatch(settings: config.corners, firstStage: config.stages.first?.idleTime)
         self.lastActivityAt = now
         self.listeningSince = now
         self.suspendOffset = now.suspended
@@ -125,8 +121,10 @@ public struct IdleMachine: Sendable {
     /// check says its own (`TimedCheck`); listening paused after input has no check:
     /// it resumes at the wake-up's reading of the server's counter.
     public var nextDeadline: BoottimeInstant? {
-        var deadline = TimedCheck.allCases.compactMap(due).min()
-        if !listensForInput, let resume = listeningResumesAt { deadline = min(deadline ?? resume, resume) }
+        var deadline: BoottimeInstant?
+        func consider(_ t: BoottimeInstant?) { if let t { deadline = min(deadline ?? t, t) } }
+        for check in TimedCheck.allCases { consider(due(check)) }
+        if !listensForInput { consider(listeningResumesAt) }
         return deadline
     }
 

@@ -53,8 +53,8 @@ extension IdleMachine {
         switch check {
         case .expiredHolds: holdsExpire
         case .startupWait: startupWaitDue
-        case .cornerCheck: cornerCheckDue
-        case .cornerLock: cornerLockDue
+        case .cornerCheck: corners.checkDue(restFrom: lastActivity)
+        case .cornerLock: corners.lockDue(restFrom: lastActivity)
         case .sleepDelay: sleepDelayUntil
         case .lockerProbe: supervisor.nextProbe(hurry: sleepDelayUntil != nil)
         case .lockerRetry: supervisor.retryAt
