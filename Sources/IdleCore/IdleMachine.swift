@@ -34,13 +34,10 @@ public struct IdleMachine: Sendable {
     public internal(set) var supervisor: LockerSupervisor
     public var locker: LockerState { supervisor.state }
     public private(set) var lastSuspendGap: SuspendGap?
-    /// Whether the agent should listen to raw input now. After input it need not:
-    /// the server's idle counter tells the rest at the next deadline, so a
-    /// 1000 Hz mouse costs one event per idle period instead of a thousand a second.
-    public internal(set) var listensForInput = true
-
-    var listeningResumesAt: BoottimeInstant?
-    var listeningSince: Instant
+    /// Whether the agent listens to raw input now, and since when.
+    var listening: InputListening
+    /// Whether the agent should listen to raw input now (`InputListening`).
+    public var listensForInput: Bool { listening.on }
     var resumesDue: [Int] = []
     var notifiersShown: [Int] = []
     var lastOnUnlock: BoottimeInstant?
@@ -58,8 +55,10 @@ public struct IdleMachine: Sendable {
     /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
     public private(set) var disabledUntil: BoottimeInstant??
     var lockRequested = false
+    /// Logind's sleep delay: until when the system waits, and for what.
+    var sleep = SleepDelay()
     /// The system waits to sleep until this time at the latest (logind's delay).
-    public internal(set) var sleepDelayUntil: BoottimeInstant?
+    public var sleepDelayUntil: BoottimeInstant? { sleep.until }
     /// Another session is in front (another VT): no input reaches this one, so its
     /// idle time goes on and the stages fire on time.
     public internal(set) var sessionInactive = false
@@ -69,8 +68,6 @@ public struct IdleMachine: Sendable {
     /// What logind was last told.
     public internal(set) var lockedHint = false
     public internal(set) var idleHint = false
-    /// The before-sleep hook runs; the sleep waits for it (within the delay).
-    var beforeSleepRunning = false
     /// The hot corners (`--corners`): the pointer's rest, as last checked.
     var corners: CornerWatch
     /// pcscd's readers and their cards (`--lock-on-card-removal`).
@@ -105,7 +102,7 @@ public struct IdleMachine: Sendable {
         self.supervisor = LockerSupervisor(grabDeadline: config.lockerGrabDeadline, shortestHold: config.lockerShortestHold)
         self.corners = CornerWatch(settings: config.corners, firstStage: config.stages.first?.idleTime)
         self.lastActivityAt = now
-        self.listeningSince = now
+        self.listening = InputListening(since: now)
         self.suspendOffset = now.suspended
         self.fired = Array(repeating: false, count: config.stages.count)
         self.stageFrom = Array(repeating: nil, count: config.stages.count)
@@ -124,7 +121,7 @@ public struct IdleMachine: Sendable {
         var deadline: BoottimeInstant?
         func consider(_ t: BoottimeInstant?) { if let t { deadline = min(deadline ?? t, t) } }
         for check in TimedCheck.allCases { consider(due(check)) }
-        if !listensForInput { consider(listeningResumesAt) }
+        consider(listening.nextDeadline)
         return deadline
     }
 
@@ -188,11 +185,7 @@ public struct IdleMachine: Sendable {
             if let report { holdsNow(report, now, &out) }
             // A reading of the counter is what made a pause safe; a pause without an end
             // (nothing was due) ends at the first reading.
-            if serverIdle != nil, !listensForInput, now.boottime >= listeningResumesAt ?? now.boottime {
-                listensForInput = true
-                listeningResumesAt = nil
-                listeningSince = now
-            }
+            if serverIdle != nil, listening.pauseOver(at: now.boottime) { listening.resume(at: now) }
         case .processEnded(let role, let end):
             processEnded(role, end, now, &out)
         case .stop:
@@ -321,7 +314,7 @@ public struct IdleMachine: Sendable {
             // it follows heard input closely (a key's release after its press). Either way
             // the server's time is the exact one: the lock comes at its idle time, not before.
             let explainedByInput = !listensForInput
-                || serverActivity <= max(listeningSince.monotonic, lastActivityAt.monotonic) + tolerance
+                || serverActivity <= max(listening.since.monotonic, lastActivityAt.monotonic) + tolerance
             if !explainedByInput {
                 report(.resetWithoutInput, config.screensaverResetCountsAsActivity
                     ? "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp); counting that as activity, as --ignore-screensaver-reset would not"
@@ -361,8 +354,7 @@ public struct IdleMachine: Sendable {
             resume = min(resume ?? BoottimeInstant(.max), now.boottime + config.inputPause)
         }
         if let resume, resume <= now.boottime { return }
-        listensForInput = false
-        listeningResumesAt = resume
+        listening.pause(until: resume)
     }
 
     // MARK: Holds (inhibitors, disable)
@@ -536,7 +528,7 @@ public struct IdleMachine: Sendable {
 
     /// Runs the grab probe when the supervisor's schedule says so.
     mutating func probeIfDue(_ now: Instant, _ out: inout [Action]) {
-        if let due = supervisor.nextProbe(hurry: sleepDelayUntil != nil), now.boottime >= due { probe(now, &out) }
+        if let due = supervisor.nextProbe(hurry: sleep.waits), now.boottime >= due { probe(now, &out) }
     }
 
     mutating func probe(_ now: Instant, _ out: inout [Action]) {
@@ -546,7 +538,7 @@ public struct IdleMachine: Sendable {
 
     mutating func processEnded(_ role: ProcessRole, _ end: ProcessEnd, _ now: Instant, _ out: inout [Action]) {
         if role == .beforeSleep {
-            beforeSleepRunning = false
+            sleep.hookRunning = false
             letSleepIfReady(now, &out)
         }
         guard role == .locker else {

@@ -55,8 +55,8 @@ extension IdleMachine {
         case .startupWait: startupWaitDue
         case .cornerCheck: corners.checkDue(restFrom: lastActivity)
         case .cornerLock: corners.lockDue(restFrom: lastActivity)
-        case .sleepDelay: sleepDelayUntil
-        case .lockerProbe: supervisor.nextProbe(hurry: sleepDelayUntil != nil)
+        case .sleepDelay: sleep.until
+        case .lockerProbe: supervisor.nextProbe(hurry: sleep.waits)
         case .lockerRetry: supervisor.retryAt
         case .stages: nextStageDue
         case .screenOff: screenOffDue
