@@ -1,5 +1,5 @@
-/// What the desktop tells the machine: lock requests, sleep and resume, the
-/// session in front; and what the machine tells logind back (its hints).
+// What the desktop tells the machine: lock requests, sleep and resume, the
+// session in front; and what the machine tells logind back (its hints).
 
 /// Logind's sleep delay: the system waits to sleep until the screen is covered and
 /// the before-sleep hook has ended, or until the delay runs out (`TimedCheck.sleepDelay`).
@@ -41,6 +41,12 @@ struct InputListening: Sendable {
         resumesAt = nil
         since = now
     }
+}
+
+/// What logind was last told: it hears only changes.
+struct LogindHints: Sendable {
+    var locked = false
+    var idle = false
 }
 
 extension IdleMachine {
@@ -150,14 +156,14 @@ extension IdleMachine {
     }
 
     mutating func tellLockedHint(_ locked: Bool, _ out: inout [Action]) {
-        guard locked != lockedHint else { return }
-        lockedHint = locked
+        guard locked != hints.locked else { return }
+        hints.locked = locked
         out.append(.setLockedHint(locked))
     }
 
     mutating func tellIdleHint(_ idle: Bool, _ out: inout [Action]) {
-        guard idle != idleHint else { return }
-        idleHint = idle
+        guard idle != hints.idle else { return }
+        hints.idle = idle
         out.append(.setIdleHint(idle))
     }
 }

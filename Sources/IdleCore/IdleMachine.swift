@@ -22,14 +22,11 @@ public struct IdleMachine: Sendable {
     var stageFrom: [BoottimeInstant?]
     /// The power source (UPower's OnBattery): it picks the stages' times.
     public internal(set) var onBattery = false
-    /// `--screen-off-after-lock`: the monitor goes off this long after the later of
-    /// the lock's cover and the last activity the X server saw (which turns it on).
-    var screenOffFrom: BoottimeInstant?
+    /// `--screen-off-after-lock`: the monitor, on or off, and since when.
+    var monitor = MonitorPower()
     /// The latest activity the X server's counter showed, counted as activity or not.
     var lastServerActivity = MonotonicInstant(.zero)
-    public internal(set) var screenIsOff = false
-    /// The monitor was turned off during this lock: the server's settings go back at its end.
-    var screenTurnedOff = false
+    public var screenIsOff: Bool { monitor.isOff }
     /// The locker's supervision: its state and the rules for what its end means.
     public internal(set) var supervisor: LockerSupervisor
     public var locker: LockerState { supervisor.state }
@@ -66,8 +63,9 @@ public struct IdleMachine: Sendable {
     /// and its devices come back, which is no activity.
     var sessionBackAt: MonotonicInstant?
     /// What logind was last told.
-    public internal(set) var lockedHint = false
-    public internal(set) var idleHint = false
+    var hints = LogindHints()
+    public var lockedHint: Bool { hints.locked }
+    public var idleHint: Bool { hints.idle }
     /// The hot corners (`--corners`): the pointer's rest, as last checked.
     var corners: CornerWatch
     /// pcscd's readers and their cards (`--lock-on-card-removal`).
