@@ -286,6 +286,16 @@ extension IdleMachine {
         return min(holds.awaiting.compactMap { holds.settling[$0] }.max() ?? until, until)
     }
 
+    /// When the start's wait must be looked at: only for a stage due before it ends
+    /// (an agent that starts with an hour to go does not wake for it), then when both
+    /// the stage is due and the wait is over.
+    var startupWaitDue: BoottimeInstant? {
+        guard let waitEnds = startupWaitEnds,
+              let due = config.stages.indices.filter({ !fired[$0] && heldBy($0, awaiting: false).isEmpty }).map(dueTime).min()
+        else { return nil }
+        return max(due, waitEnds)
+    }
+
     /// Sources that have not answered within the wait count as holding nothing.
     mutating func endStartupWaitIfDue(_ now: Instant, _ out: inout [Action]) {
         guard let until = holds.awaitingUntil else { return }
@@ -311,6 +321,16 @@ extension IdleMachine {
     public var awaitingSources: Bool { holds.awaitingUntil != nil }
 
     // MARK: max-inhibit
+
+    /// When a hold next ends by itself: an inhibitor's span, a disable's, or the
+    /// policy's max-inhibit while anything holds.
+    var holdsExpire: BoottimeInstant? {
+        var first = disabledUntil ?? nil
+        func consider(_ t: BoottimeInstant?) { if let t { first = min(first ?? t, t) } }
+        for inhibitor in inhibitors { consider(inhibitor.until) }
+        if isDisabled || !inhibitors.isEmpty { consider(holdBudgetEnds) }
+        return first
+    }
 
     /// When the policy's max-inhibit runs out in this idle period.
     var holdBudgetEnds: BoottimeInstant? {

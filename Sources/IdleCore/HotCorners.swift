@@ -90,31 +90,45 @@ public struct PointerPosition: Equatable, Sendable {
     }
 }
 
-extension IdleMachine {
+/// The hot corners' part of the machine: what it knows of the pointer's rest, and
+/// when it looks again. The machine carries out what follows (a hold, a lock).
+struct CornerWatch: Sendable {
+    let settings: CornerSettings?
+    /// The first stage's idle time: a `-` corner must be seen before anything fires.
+    let firstStage: Millis?
+    /// The last activity whose rest the pointer's corner was checked for.
+    var checkedFor: BoottimeInstant?
+    /// The `+` corner the pointer rests in (its lock not yet due), and where.
+    var resting: ScreenCorner?
+    var restingAt: PointerPosition?
+    /// Where the pointer rested when a corner last locked: the same rest does not lock twice.
+    var lockedAt: PointerPosition?
+
     /// When the pointer's corner is asked next: the corner delay after the last activity,
     /// or half-way to the first stage when that comes sooner (a `-` corner must be seen
     /// before anything fires). Nil when there are no corners, or this rest was checked.
-    var cornerCheckDue: BoottimeInstant? {
-        guard let settings = config.corners, cornerCheckedFor != lastActivity,
-              let first = config.stages.first?.idleTime else { return nil }
-        return lastActivity + Swift.min(settings.delay, Millis(first.value / 2))
+    func checkDue(restFrom lastActivity: BoottimeInstant) -> BoottimeInstant? {
+        guard let settings, checkedFor != lastActivity, let firstStage else { return nil }
+        return lastActivity + Swift.min(settings.delay, Millis(firstStage.value / 2))
     }
 
     /// A `+` corner whose delay has not passed at the check: the lock comes then.
-    var cornerLockDue: BoottimeInstant? {
-        guard let settings = config.corners, let corner = restingCorner, settings.corners[corner] == .lock else { return nil }
+    func lockDue(restFrom lastActivity: BoottimeInstant) -> BoottimeInstant? {
+        guard let settings, let corner = resting, settings.corners[corner] == .lock else { return nil }
         return lastActivity + settings.delay
     }
+}
 
+extension IdleMachine {
     mutating func checkCornerIfDue(_ now: Instant, _ out: inout [Action]) {
-        guard let due = cornerCheckDue, now.boottime >= due else { return }
-        cornerCheckedFor = lastActivity
+        guard let due = corners.checkDue(restFrom: lastActivity), now.boottime >= due else { return }
+        corners.checkedFor = lastActivity
         out.append(.checkPointerCorner)
     }
 
     /// The answer to `.checkPointerCorner`.
     mutating func pointerRests(_ rest: PointerRest, _ now: Instant, _ out: inout [Action]) {
-        if cornerLockedAt != rest.position { cornerLockedAt = nil }
+        if corners.lockedAt != rest.position { corners.lockedAt = nil }
         guard let settings = config.corners, let corner = rest.corner else { return }
         switch settings.corners[corner] {
         case .nothing:
@@ -122,12 +136,12 @@ extension IdleMachine {
         case .lock:
             // The pointer left where a corner lock found it: after the unlock, a user who
             // reads without touching anything is not locked out again and again.
-            if cornerLockedAt == rest.position {
+            if corners.lockedAt == rest.position {
                 out.append(.log(.debug, "the pointer still rests where the \(corner) corner locked: not locking again until it moves"))
                 return
             }
-            restingCorner = corner
-            restingAt = rest.position
+            corners.resting = corner
+            corners.restingAt = rest.position
             out.append(.log(.debug, "the pointer rests in the \(corner) corner: locking \(settings.delay) after it stopped"))
         case .never:
             holdsNow(HoldReport(HoldOwner(.corner), [HoldClaim(key: "\(corner)", who: "the pointer in the \(corner) corner",
@@ -136,16 +150,16 @@ extension IdleMachine {
     }
 
     mutating func lockFromCornerIfDue(_ now: Instant, _ out: inout [Action]) {
-        guard let due = cornerLockDue, now.boottime >= due, let corner = restingCorner else { return }
-        restingCorner = nil
-        cornerLockedAt = restingAt
+        guard let due = corners.lockDue(restFrom: lastActivity), now.boottime >= due, let corner = corners.resting else { return }
+        corners.resting = nil
+        corners.lockedAt = corners.restingAt
         guard !lockerActive else { return }
         lockRequest(from: "the pointer in the \(corner) corner", now, &out)
     }
 
     /// Activity: the pointer left its rest (or a key was pressed); a `-` corner's hold ends.
     mutating func pointerMoved(_ now: Instant, _ out: inout [Action]) {
-        restingCorner = nil
+        corners.resting = nil
         holdsNow(HoldReport(HoldOwner(.corner), []), now, &out)
     }
 }

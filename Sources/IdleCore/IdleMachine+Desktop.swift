@@ -1,5 +1,54 @@
-/// What the desktop tells the machine: lock requests, sleep and resume, the
-/// session in front; and what the machine tells logind back (its hints).
+// What the desktop tells the machine: lock requests, sleep and resume, the
+// session in front; and what the machine tells logind back (its hints).
+
+/// Logind's sleep delay: the system waits to sleep until the screen is covered and
+/// the before-sleep hook has ended, or until the delay runs out (`TimedCheck.sleepDelay`).
+struct SleepDelay: Sendable {
+    /// The system waits to sleep until this time at the latest; nil while no sleep waits.
+    var until: BoottimeInstant?
+    /// The before-sleep hook runs; the sleep waits for it (within the delay).
+    var hookRunning = false
+
+    var waits: Bool { until != nil }
+}
+
+/// Whether the agent listens to raw input now. After input it need not: the server's
+/// idle counter tells the rest at the next deadline, so a 1000 Hz mouse costs one
+/// event per idle period instead of a thousand a second.
+struct InputListening: Sendable {
+    private(set) var on = true
+    /// A pause ends at the first reading of the server's counter from then on; with no
+    /// end (nothing was due), at the first reading.
+    private(set) var resumesAt: BoottimeInstant?
+    /// When listening last began: activity the server saw before it was not heard.
+    private(set) var since: Instant
+
+    init(since now: Instant) { since = now }
+
+    /// Its deadline: the wake-up whose reading of the counter ends a pause.
+    var nextDeadline: BoottimeInstant? { on ? nil : resumesAt }
+
+    /// A reading of the server's counter at `now` ends a pause that is over (or has no end).
+    func pauseOver(at now: BoottimeInstant) -> Bool { !on && now >= resumesAt ?? now }
+
+    mutating func pause(until resume: BoottimeInstant?) {
+        on = false
+        resumesAt = resume
+    }
+
+    mutating func resume(at now: Instant) {
+        on = true
+        resumesAt = nil
+        since = now
+    }
+}
+
+/// What logind was last told: it hears only changes.
+struct LogindHints: Sendable {
+    var locked = false
+    var idle = false
+}
+
 extension IdleMachine {
     /// A lock asked for now: by `xidlelock lock` (`from` empty), logind, a D-Bus client
     /// or the X server's own saver.
@@ -23,10 +72,10 @@ extension IdleMachine {
     /// Lock before the system sleeps, and let it sleep only once the screen is
     /// covered, or when logind's delay is about to run out (then loudly).
     mutating func prepareForSleep(delayLimit: Millis, _ now: Instant, _ out: inout [Action]) {
-        sleepDelayUntil = now.boottime + delayLimit
+        sleep.until = now.boottime + delayLimit
         if let hook = config.beforeSleep {
             // Runs inside the delay: the sleep waits for it too, as long as the delay lasts.
-            beforeSleepRunning = true
+            sleep.hookRunning = true
             out.append(.run(.beforeSleep, command: hook, environment: environment("before-sleep", nil, now)))
         }
         guard config.lockBeforeSleep else {
@@ -50,7 +99,7 @@ extension IdleMachine {
 
     /// The delay ran out before the locker covered the screen.
     mutating func sleepDelayCheck(_ now: Instant, _ out: inout [Action]) {
-        guard let until = sleepDelayUntil, now.boottime >= until else { return }
+        guard let until = sleep.until, now.boottime >= until else { return }
         if config.lockBeforeSleep && !supervisor.covers {
             out.append(.log(.error, "the locker did not cover the screen before the system had to sleep: the screen may NOT be locked on resume"))
         } else {
@@ -62,19 +111,18 @@ extension IdleMachine {
     /// Lets the system sleep once the screen is covered (unless not locking before
     /// sleep) and the before-sleep hook has ended.
     mutating func letSleepIfReady(_ now: Instant, _ out: inout [Action]) {
-        guard sleepDelayUntil != nil, !beforeSleepRunning, supervisor.covers || !config.lockBeforeSleep else { return }
+        guard sleep.waits, !sleep.hookRunning, supervisor.covers || !config.lockBeforeSleep else { return }
         letSleep(covered: supervisor.covers, now, &out)
     }
 
     mutating func letSleep(covered: Bool, _ now: Instant, _ out: inout [Action]) {
-        sleepDelayUntil = nil
-        beforeSleepRunning = false
+        sleep = SleepDelay()
         out.append(.announce(.sleeping(covered: covered)))
         out.append(.releaseSleepDelay)
     }
 
     mutating func resumedFromSleep(_ now: Instant, _ out: inout [Action]) {
-        sleepDelayUntil = nil
+        sleep.until = nil
         out.append(.announce(.resumed))
         if let hook = config.afterResume {
             out.append(.run(.afterResume, command: hook, environment: environment("after-resume", nil, now)))
@@ -91,9 +139,7 @@ extension IdleMachine {
         if active {
             sessionBackAt = now.monotonic
             // Input from here on must be heard as input: it alone is activity now.
-            listensForInput = true
-            listeningResumesAt = nil
-            listeningSince = now
+            listening.resume(at: now)
             out.append(.log(.info, "this session is in front again after \(idle(at: now)) idle: the idle time goes on until input"))
             // A locker that failed while the session was away (no grab on an inactive
             // VT) is started again now, before anyone can use the desktop.
@@ -110,14 +156,14 @@ extension IdleMachine {
     }
 
     mutating func tellLockedHint(_ locked: Bool, _ out: inout [Action]) {
-        guard locked != lockedHint else { return }
-        lockedHint = locked
+        guard locked != hints.locked else { return }
+        hints.locked = locked
         out.append(.setLockedHint(locked))
     }
 
     mutating func tellIdleHint(_ idle: Bool, _ out: inout [Action]) {
-        guard idle != idleHint else { return }
-        idleHint = idle
+        guard idle != hints.idle else { return }
+        hints.idle = idle
         out.append(.setIdleHint(idle))
     }
 }

@@ -22,25 +22,19 @@ public struct IdleMachine: Sendable {
     var stageFrom: [BoottimeInstant?]
     /// The power source (UPower's OnBattery): it picks the stages' times.
     public internal(set) var onBattery = false
-    /// `--screen-off-after-lock`: the monitor goes off this long after the later of
-    /// the lock's cover and the last activity the X server saw (which turns it on).
-    var screenOffFrom: BoottimeInstant?
+    /// `--screen-off-after-lock`: the monitor, on or off, and since when.
+    var monitor = MonitorPower()
     /// The latest activity the X server's counter showed, counted as activity or not.
     var lastServerActivity = MonotonicInstant(.zero)
-    public internal(set) var screenIsOff = false
-    /// The monitor was turned off during this lock: the server's settings go back at its end.
-    var screenTurnedOff = false
+    public var screenIsOff: Bool { monitor.isOff }
     /// The locker's supervision: its state and the rules for what its end means.
     public internal(set) var supervisor: LockerSupervisor
     public var locker: LockerState { supervisor.state }
     public private(set) var lastSuspendGap: SuspendGap?
-    /// Whether the agent should listen to raw input now. After input it need not:
-    /// the server's idle counter tells the rest at the next deadline, so a
-    /// 1000 Hz mouse costs one event per idle period instead of a thousand a second.
-    public internal(set) var listensForInput = true
-
-    var listeningResumesAt: BoottimeInstant?
-    var listeningSince: Instant
+    /// Whether the agent listens to raw input now, and since when.
+    var listening: InputListening
+    /// Whether the agent should listen to raw input now (`InputListening`).
+    public var listensForInput: Bool { listening.on }
     var resumesDue: [Int] = []
     var notifiersShown: [Int] = []
     var lastOnUnlock: BoottimeInstant?
@@ -58,8 +52,10 @@ public struct IdleMachine: Sendable {
     /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
     public private(set) var disabledUntil: BoottimeInstant??
     var lockRequested = false
+    /// Logind's sleep delay: until when the system waits, and for what.
+    var sleep = SleepDelay()
     /// The system waits to sleep until this time at the latest (logind's delay).
-    public internal(set) var sleepDelayUntil: BoottimeInstant?
+    public var sleepDelayUntil: BoottimeInstant? { sleep.until }
     /// Another session is in front (another VT): no input reaches this one, so its
     /// idle time goes on and the stages fire on time.
     public internal(set) var sessionInactive = false
@@ -67,17 +63,11 @@ public struct IdleMachine: Sendable {
     /// and its devices come back, which is no activity.
     var sessionBackAt: MonotonicInstant?
     /// What logind was last told.
-    public internal(set) var lockedHint = false
-    public internal(set) var idleHint = false
-    /// The before-sleep hook runs; the sleep waits for it (within the delay).
-    var beforeSleepRunning = false
-    /// The last activity whose rest the pointer's corner was checked for.
-    var cornerCheckedFor: BoottimeInstant?
-    /// The `+` corner the pointer rests in (its lock not yet due), and where.
-    var restingCorner: ScreenCorner?
-    var restingAt: PointerPosition?
-    /// Where the pointer rested when a corner last locked: the same rest does not lock twice.
-    var cornerLockedAt: PointerPosition?
+    var hints = LogindHints()
+    public var lockedHint: Bool { hints.locked }
+    public var idleHint: Bool { hints.idle }
+    /// The hot corners (`--corners`): the pointer's rest, as last checked.
+    var corners: CornerWatch
     /// pcscd's readers and their cards (`--lock-on-card-removal`).
     var cards = CardBook()
 
@@ -108,8 +98,9 @@ public struct IdleMachine: Sendable {
         self.config = config
         self.holds = HoldBook(cookies: cookies)
         self.supervisor = LockerSupervisor(grabDeadline: config.lockerGrabDeadline, shortestHold: config.lockerShortestHold)
+        self.corners = CornerWatch(settings: config.corners, firstStage: config.stages.first?.idleTime)
         self.lastActivityAt = now
-        self.listeningSince = now
+        self.listening = InputListening(since: now)
         self.suspendOffset = now.suspended
         self.fired = Array(repeating: false, count: config.stages.count)
         self.stageFrom = Array(repeating: nil, count: config.stages.count)
@@ -121,26 +112,14 @@ public struct IdleMachine: Sendable {
     public func suspended(at now: Instant) -> Millis { now.suspended - lastActivityAt.suspended }
 
     /// The boottime of the next thing the machine must wake up for, if any.
-    /// Between deadlines the agent sleeps: nothing here needs polling.
+    /// Between deadlines the agent sleeps: nothing here needs polling. Every timed
+    /// check says its own (`TimedCheck`); listening paused after input has no check:
+    /// it resumes at the wake-up's reading of the server's counter.
     public var nextDeadline: BoottimeInstant? {
         var deadline: BoottimeInstant?
-        func consider(_ t: BoottimeInstant) { deadline = min(deadline ?? t, t) }
-        if let due = nextStageDue { consider(due) }
-        if let off = screenOffDue { consider(off) }
-        if let locker = supervisor.deadline(hurry: sleepDelayUntil != nil) { consider(locker) }
-        if let sleep = sleepDelayUntil { consider(sleep) }
-        for inhibitor in inhibitors { if let until = inhibitor.until { consider(until) } }
-        if let until = disabledUntil ?? nil { consider(until) }
-        if isDisabled || !inhibitors.isEmpty, let end = holdBudgetEnds { consider(end) }
-        // The start's wait matters only to a stage due before it ends: an agent that
-        // starts with an hour to go does not wake for it.
-        if let waitEnds = startupWaitEnds,
-           let due = config.stages.indices.filter({ !fired[$0] && heldBy($0, awaiting: false).isEmpty }).map(dueTime).min() {
-            consider(max(due, waitEnds))
-        }
-        if !listensForInput, let resume = listeningResumesAt { consider(resume) }
-        if let check = cornerCheckDue { consider(check) }
-        if let lock = cornerLockDue { consider(lock) }
+        func consider(_ t: BoottimeInstant?) { if let t { deadline = min(deadline ?? t, t) } }
+        for check in TimedCheck.allCases { consider(due(check)) }
+        consider(listening.nextDeadline)
         return deadline
     }
 
@@ -180,8 +159,10 @@ public struct IdleMachine: Sendable {
 
     public mutating func handle(_ event: Event, at now: Instant) -> [Action] {
         var out: [Action] = []
+        // A suspend since the last event first: the resume re-arms the stages, and the
+        // idle time everything after reads counts from there.
         noteSuspendGap(now, &out)
-        endExpiredHolds(now, &out)
+        run(TimedCheck.beforeEvent, now, &out)
         switch event {
         case .start(let serverIdle, let awaiting):
             lastActivityAt = Instant(monotonic: now.monotonic - serverIdle, boottime: now.boottime - serverIdle)
@@ -202,11 +183,7 @@ public struct IdleMachine: Sendable {
             if let report { holdsNow(report, now, &out) }
             // A reading of the counter is what made a pause safe; a pause without an end
             // (nothing was due) ends at the first reading.
-            if serverIdle != nil, !listensForInput, now.boottime >= listeningResumesAt ?? now.boottime {
-                listensForInput = true
-                listeningResumesAt = nil
-                listeningSince = now
-            }
+            if serverIdle != nil, listening.pauseOver(at: now.boottime) { listening.resume(at: now) }
         case .processEnded(let role, let end):
             processEnded(role, end, now, &out)
         case .stop:
@@ -268,13 +245,9 @@ public struct IdleMachine: Sendable {
         case .cards(let report):
             cardsReported(report, now, &out)
         }
-        endStartupWaitIfDue(now, &out)
-        checkCornerIfDue(now, &out)
-        lockFromCornerIfDue(now, &out)
-        sleepDelayCheck(now, &out)
-        probeIfDue(now, &out)
-        fireDueStages(now, &out)
-        turnScreenOffIfDue(now, &out)
+        // What the event made due, and what its time made due, in the one order
+        // written down (and explained) at `TimedCheck`.
+        run(TimedCheck.afterEvent, now, &out)
         return out
     }
 
@@ -339,7 +312,7 @@ public struct IdleMachine: Sendable {
             // it follows heard input closely (a key's release after its press). Either way
             // the server's time is the exact one: the lock comes at its idle time, not before.
             let explainedByInput = !listensForInput
-                || serverActivity <= max(listeningSince.monotonic, lastActivityAt.monotonic) + tolerance
+                || serverActivity <= max(listening.since.monotonic, lastActivityAt.monotonic) + tolerance
             if !explainedByInput {
                 report(.resetWithoutInput, config.screensaverResetCountsAsActivity
                     ? "the X server's idle counter was reset without input (XResetScreenSaver from a video player, `xset s reset`, or a pointer warp); counting that as activity, as --ignore-screensaver-reset would not"
@@ -379,8 +352,7 @@ public struct IdleMachine: Sendable {
             resume = min(resume ?? BoottimeInstant(.max), now.boottime + config.inputPause)
         }
         if let resume, resume <= now.boottime { return }
-        listensForInput = false
-        listeningResumesAt = resume
+        listening.pause(until: resume)
     }
 
     // MARK: Holds (inhibitors, disable)
@@ -491,15 +463,6 @@ public struct IdleMachine: Sendable {
     // MARK: Stages
 
     mutating func fireDueStages(_ now: Instant, _ out: inout [Action]) {
-        if supervisor.retryDue(at: now.boottime) {
-            if supervisor.lastReturnedAtOnce {
-                // The last one forked and returned: if its detached copy holds the
-                // keyboard, a second one would only pile up. Ask first.
-                probe(now, &out)
-            } else {
-                startLocker(now, &out)
-            }
-        }
         let idle = idle(at: now)
         let stages = config.stages
         // Each stage on its own: one that ignores a hold fires while it holds the others.
@@ -549,9 +512,21 @@ public struct IdleMachine: Sendable {
         out.append(.announce(.locking(idle: idle(at: now), requested: lockRequested, attempt: attempt)))
     }
 
+    /// A failed locker is started again when its backoff ends.
+    mutating func retryLockerIfDue(_ now: Instant, _ out: inout [Action]) {
+        guard supervisor.retryDue(at: now.boottime) else { return }
+        if supervisor.lastReturnedAtOnce {
+            // The last one forked and returned: if its detached copy holds the
+            // keyboard, a second one would only pile up. Ask first.
+            probe(now, &out)
+        } else {
+            startLocker(now, &out)
+        }
+    }
+
     /// Runs the grab probe when the supervisor's schedule says so.
     mutating func probeIfDue(_ now: Instant, _ out: inout [Action]) {
-        if let due = supervisor.nextProbe(hurry: sleepDelayUntil != nil), now.boottime >= due { probe(now, &out) }
+        if let due = supervisor.nextProbe(hurry: sleep.waits), now.boottime >= due { probe(now, &out) }
     }
 
     mutating func probe(_ now: Instant, _ out: inout [Action]) {
@@ -561,7 +536,7 @@ public struct IdleMachine: Sendable {
 
     mutating func processEnded(_ role: ProcessRole, _ end: ProcessEnd, _ now: Instant, _ out: inout [Action]) {
         if role == .beforeSleep {
-            beforeSleepRunning = false
+            sleep.hookRunning = false
             letSleepIfReady(now, &out)
         }
         guard role == .locker else {
@@ -613,7 +588,7 @@ public struct IdleMachine: Sendable {
             out.append(.log(.error, "the locker \(reason): the screen may NOT be locked; starting it again \(delay <= .zero ? "now" : "in \(delay)")"))
             out.append(.announce(.lockerFailed(kind: failure.kind, reason: reason, retryIn: delay)))
             tellLockedHint(false, &out)
-            // A retry due now starts from fireDueStages, after the other checks.
+            // A retry due now starts from the lockerRetry check, after the event (TimedCheck).
         case .retryNow:
             startLocker(now, &out)
         case .retryHeldOff(let until, let again):

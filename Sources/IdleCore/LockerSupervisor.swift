@@ -261,12 +261,6 @@ public struct LockerSupervisor: Equatable, Sendable {
         return last.boottime + Swift.max(Swift.min(gap, grabDeadline - ran), .zero)
     }
 
-    /// When the machine must wake for the locker: the next probe, or the retry.
-    public func deadline(hurry: Bool = false) -> BoottimeInstant? {
-        if case .retrying(let at, _) = state { return at }
-        return nextProbe(hurry: hurry)
-    }
-
     public mutating func probed(at now: Instant) { lastProbe = now }
 
     /// A start is being asked for (at the lock time, on request, or a retry); returns its attempt number.
@@ -281,6 +275,12 @@ public struct LockerSupervisor: Equatable, Sendable {
         // Until the reading made before this start says otherwise.
         grabbedBeforeStart = []
         return attempt
+    }
+
+    /// When a failed locker is started again; nil unless failing.
+    public var retryAt: BoottimeInstant? {
+        if case .retrying(let at, _) = state { return at }
+        return nil
     }
 
     /// Whether a retry is due now.
