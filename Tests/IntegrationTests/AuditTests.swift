@@ -18,7 +18,12 @@ import Testing
 
     /// The journal's entries of this agent for one event, each as its fields.
     func journalEntries(_ s: Sandbox, pid: Int32, event: String) async throws -> [[String: Any]] {
-        let out = try await s.x("journalctl", "--no-pager", "-o", "json", "-t", "xidlelock", "_PID=\(pid)", "XIDLELOCK_EVENT=\(event)")
+        // Only since this process started: the journal outlives test runs, and an
+        // earlier run's process may have had the same pid.
+        let age = ProcInfo.age(pid).map { Double($0.milliseconds) / 1000 } ?? 3600
+        let since = Int(Date().timeIntervalSince1970 - age) - 2
+        let out = try await s.x("journalctl", "--no-pager", "-o", "json", "-t", "xidlelock", "--since", "@\(since)",
+                                "_PID=\(pid)", "XIDLELOCK_EVENT=\(event)")
         return out.split(separator: "\n").compactMap { jsonObject(String($0)) }
     }
 

@@ -17,7 +17,13 @@ func wakeUps(of pid: Int32) -> Int? {
             try await s.x("xdotool", "key", "shift")
             let agent = try s.startAgent(["--lock-after", "1h", "--locker", "true"])
             try await agent.waitForLog(containing: "started")
-            try await s.waitUntil("the agent to settle") { wakeUps(of: agent.pid) != nil }
+            // Settled: its start-up work done (the audit trail's first entries written to a
+            // journal busy with other tests, the buses' answers), no wake-up for 300 ms.
+            var readings: [Int] = []
+            try await s.waitUntil("the agent to settle", every: .milliseconds(100)) {
+                readings.append(wakeUps(of: agent.pid) ?? -1)
+                return readings.count >= 4 && Set(readings.suffix(4)).count == 1 && readings.last! >= 0
+            }
             let before = try #require(wakeUps(of: agent.pid))
             // The test's own xprintidle queries send the agent nothing.
             let idleAtStart = try await s.serverIdle()
