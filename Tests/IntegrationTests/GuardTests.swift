@@ -145,13 +145,17 @@ struct GuardTests {
     // MARK: b2. a frozen cgroup
 
     /// The cgroup2 hierarchy the test can make cgroups in (systemd's unified or hybrid
-    /// layout), or nil.
-    static let cgroupMount: String? = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].first {
-        FileManager.default.fileExists(atPath: $0 + "/cgroup.controllers")
+    /// layout), or nil: a container may show it read-only.
+    static let cgroupMount: String? = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].first { mount in
+        guard FileManager.default.fileExists(atPath: mount + "/cgroup.controllers") else { return false }
+        let probe = mount + "/xidlelock-it-probe-\(getpid())"
+        guard mkdir(probe, 0o755) == 0 else { return false }
+        rmdir(probe)
+        return true
     }
 
     @Test("b2. the user freezes the agent's cgroup (cgroup.freeze, as systemd's delegation allows), in place or after moving the agent into a child cgroup of its own: the guard's locker within agent-grace + 2 s; thawed, the agent guards again",
-          .enabled(if: cgroupMount != nil, "no cgroup v2 hierarchy"), arguments: ["in place", "moved first"])
+          .enabled(if: cgroupMount != nil, "no cgroup v2 hierarchy this test may write"), arguments: ["in place", "moved first"])
     func frozenAgent(how: String) async throws {
         // The user's delegated cgroup, as user@.service has it: made by root, owned by the user.
         let delegated = GuardTests.cgroupMount! + "/xidlelock-it-\(getpid())-\(how == "in place" ? "a" : "b")"
