@@ -294,30 +294,14 @@ public struct GuardMachine: Sendable {
         case .agentReported(let id, let locked):
             sessions[id]?.agentSaysLocked = locked
         case .lockerStarted(let id, let pid):
-            guard var state = sessions[id] else { break }
-            state.locker = .running(pid: pid, since: now)
-            state.lockerEndUnseen = false
-            state.lastAction = ("started the policy's locker (pid \(pid))", now)
-            actions.append(.audit(GuardAudit.acted(state.session, "started the policy's locker (pid \(pid))", priority: 5)))
-            if state.guarded {
-                state.lockerHandedOver = true
-                actions.append(.handOverLocker(session: id, pid: pid))
-            }
-            sessions[id] = state
+            actions += lockerRuns(id, pid: pid, since: now, endUnseen: false,
+                                  "started the policy's locker (pid \(pid))", at: now)
         case .lockerCouldNotStart(let id, let reason):
             actions += lockerFailed(id, "could not be started (\(reason))", at: now)
         case .lockerFound(let id, let pid):
-            guard var state = sessions[id] else { break }
             // Held since before this guard: it has covered the screen longer than anyone types.
-            state.locker = .running(pid: pid, since: now - shortestGuardLock)
-            state.lockerEndUnseen = true
-            state.lastAction = ("found the policy's locker a guard before it started (pid \(pid))", now)
-            actions.append(.audit(GuardAudit.acted(state.session, "found the policy's locker running (pid \(pid)), started before the guard's restart: no second", priority: 5)))
-            if state.guarded {
-                state.lockerHandedOver = true
-                actions.append(.handOverLocker(session: id, pid: pid))
-            }
-            sessions[id] = state
+            actions += lockerRuns(id, pid: pid, since: now - shortestGuardLock, endUnseen: true,
+                                  "found the policy's locker running (pid \(pid)), started before the guard's restart: no second", at: now)
         case .lockerEnded(let id, let pid, let exitStatus, let signal):
             guard var state = sessions[id], case .running(let running, let since) = state.locker, running == pid else { break }
             let ran = now - since
@@ -393,6 +377,23 @@ public struct GuardMachine: Sendable {
         sessions[id] = state
         return [.audit(GuardAudit.acted(state.session, "logging the session off: \(reason)", priority: 3)),
                 .terminateSession(session: id)]
+    }
+
+    /// The session's locker runs (started now, or found from before a restart, whose end
+    /// cannot be seen): said, and handed to the session's agent if one guards it.
+    private mutating func lockerRuns(_ id: String, pid: Int32, since: MonotonicInstant, endUnseen: Bool,
+                                     _ what: String, at now: MonotonicInstant) -> [GuardAction] {
+        guard var state = sessions[id] else { return [] }
+        state.locker = .running(pid: pid, since: since)
+        state.lockerEndUnseen = endUnseen
+        state.lastAction = (what, now)
+        var actions: [GuardAction] = [.audit(GuardAudit.acted(state.session, what, priority: 5))]
+        if state.guarded {
+            state.lockerHandedOver = true
+            actions.append(.handOverLocker(session: id, pid: pid))
+        }
+        sessions[id] = state
+        return actions
     }
 
     private mutating func lockerFailed(_ id: String, _ why: String, at now: MonotonicInstant) -> [GuardAction] {
