@@ -110,23 +110,13 @@ public final class Agent {
         config.session = session
         // The sources the first stage waits for, each until it has said what it holds
         // (an agent restarted during a film must hear the film's hold first).
-        var awaiting: Set<InhibitorSource> = []
-        for source in InhibitorSource.allCases where config.refusal(for: source) == nil {
-            switch source {
-            case .x: if !options.ignoreScreensaverReset { awaiting.insert(.x) }
-            case .fullscreen: if options.notWhenFullscreen { awaiting.insert(.fullscreen) }
-            case .audio: if options.notWhenAudio { awaiting.insert(.audio) }
-            case .dbus: if options.screenSaverService { awaiting.insert(.dbus) }
-            case .logind: if options.logind { awaiting.insert(.logind) }
-            case .socket, .corner: break
-            }
-        }
+        let awaiting = options.startAwaits.filter { config.refusal(for: $0) == nil }
         let agent = try Agent(config: config, x: x, control: control, record: record, awaiting: awaiting, policyLocker: policyLocker)
         // Followed under --secure too (the gate refuses its holds): `xset s activate` locks.
         if !options.ignoreScreensaverReset { agent.followKeepAwakeSignals(lockAfter: options.lockAfter) }
         // Early, before any browser starts: Firefox picks its inhibit backend once.
         let desktop = DesktopServices(agent: agent, settings: DesktopServices.Settings(
-            serveScreenSaver: options.screenSaverService, useLogind: options.logind,
+            serveScreenSaver: options.follows(.dbus), useLogind: options.logind,
             lockBeforeSleep: options.lockBeforeSleep,
             followPower: options.followsPowerSource))
         agent.desktop = desktop

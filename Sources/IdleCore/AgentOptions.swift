@@ -45,10 +45,9 @@ public struct AgentOptions: Equatable, Sendable {
     public var transferSleepLock = false
     /// Whose logind idle inhibitors hold the stages off: own, all or none.
     public var logindInhibitors = "own"
-    public var screenSaverService = true
     public var logind = true
-    public var notWhenFullscreen = false
-    public var notWhenAudio = false
+    /// The sources that a flag of their own switches (see `HoldSourceRow.flag`), as switched.
+    public var switchedSources = AgentOptions.sourcesOnByDefault
     public var corners: HotCorners?
     /// xautolock's defaults: -cornerdelay 5, -cornersize 10.
     public var cornerDelay = Millis.seconds(5)
@@ -111,7 +110,7 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--suspend-resets-idle", nil, "A suspend restarts the idle time instead of counting as idle time (xautolock's -detectsleep).") { o, _ in
             o.suspendResetsIdle = true
         },
-        OptionSpec("--stage", "[NAME=]DURATION[ on-battery=DURATION][ ignore=SOURCES]:CMD", "Also run CMD at this idle time, once per idle period (repeatable; e.g. dim=4m:'brightnessctl -s set 10%'). on-battery= is its time on battery; ignore= lists the holds it fires through (dbus, logind, x, socket, fullscreen, audio, corner, or all), e.g. 'dim=4m ignore=audio,dbus:CMD'.") { o, v throws(UsageError) in
+        OptionSpec("--stage", "[NAME=]DURATION[ on-battery=DURATION][ ignore=SOURCES]:CMD", "Also run CMD at this idle time, once per idle period (repeatable; e.g. dim=4m:'brightnessctl -s set 10%'). on-battery= is its time on battery; ignore= lists the holds it fires through (\(InhibitorSource.words), or all), e.g. 'dim=4m ignore=audio,dbus:CMD'.") { o, v throws(UsageError) in
             o.stages.append(try parseStage(v, number: o.stages.count + 1))
             if o.stages.dropLast().contains(where: { $0.name == o.stages.last?.name }) {
                 throw UsageError("--stage: the name '\(o.stages.last!.name)' is used twice")
@@ -128,7 +127,7 @@ public struct AgentOptions: Equatable, Sendable {
         OptionSpec("--socket", "PATH", "Control socket (default: $XDG_RUNTIME_DIR/xidlelock/DISPLAY.sock).") { o, v throws(UsageError) in
             o.socket = try socketPath(v)
         },
-        OptionSpec("--secure", nil, "Nothing may hold the lock off or stop the agent (for managed machines): only input on this X server's devices counts as activity (no XTEST input, as --ignore-xtest, no screensaver resets, pointer warps or SimulateUserActivity); refuse disable, inhibit, toggle, reset and quit over the socket, the buses' and the X server's inhibitors, --not-when-fullscreen, --not-when-audio and - corners.") { o, _ in
+        OptionSpec("--secure", nil, "Nothing may hold the lock off or stop the agent (for managed machines): only input on this X server's devices counts as activity (no XTEST input, as --ignore-xtest, no screensaver resets, pointer warps or SimulateUserActivity); refuse disable, inhibit, toggle, reset and quit over the socket, the buses' and the X server's inhibitors, \(InhibitorSource.optInFlags) and - corners.") { o, _ in
             o.secure = true
         },
         OptionSpec("--no-lock-before-sleep", nil, "Do not lock when logind announces a suspend (by default the sleep waits until the locker covers the screen).") { o, _ in
@@ -159,18 +158,10 @@ public struct AgentOptions: Equatable, Sendable {
             guard ["own", "all", "none"].contains(v) else { throw UsageError("--logind-inhibitors: '\(v)' is not one of own, all, none") }
             o.logindInhibitors = v
         },
-        OptionSpec("--no-screensaver-service", nil, "Do not serve org.freedesktop.ScreenSaver on the session bus (browsers' and players' inhibitors).") { o, _ in
-            o.screenSaverService = false
-        },
         OptionSpec("--no-logind", nil, "Do not talk to logind: no lock before sleep, no lock-session, no hints, no idle inhibitors.") { o, _ in
             o.logind = false
         },
-        OptionSpec("--not-when-fullscreen", nil, "Hold every stage (a dim as well as the lock) off while the active window is fullscreen (EWMH _NET_WM_STATE_FULLSCREEN).") { o, _ in
-            o.notWhenFullscreen = true
-        },
-        OptionSpec("--not-when-audio", nil, "Hold every stage off while an application plays sound (PulseAudio, or PipeWire through pipewire-pulse); paused and muted streams do not count.") { o, _ in
-            o.notWhenAudio = true
-        },
+    ] + sourceFlagSpecs + [
         OptionSpec("--corners", "XXXX", "Hot corners of each monitor: top-left, top-right, bottom-left, bottom-right; + locks once the pointer rests there for --corner-delay, - never locks while it rests there, 0 does nothing (e.g. 00+-).") { o, v throws(UsageError) in
             o.corners = try HotCorners(v)
         },
@@ -267,7 +258,7 @@ public struct AgentOptions: Equatable, Sendable {
         var sources: Set<InhibitorSource> = []
         for name in text.split(separator: ",", omittingEmptySubsequences: false) {
             guard let source = InhibitorSource(rawValue: String(name)) else {
-                let known = InhibitorSource.allCases.map(\.rawValue).joined(separator: ", ")
+                let known = InhibitorSource.words
                 throw UsageError("--stage \(stage): ignore='\(text)': '\(name)' is not one of \(known), or all")
             }
             sources.insert(source)
@@ -358,9 +349,6 @@ public struct AgentOptions: Equatable, Sendable {
         if !stages.isEmpty {
             report.append(ReportedSetting(name: "stage", value: stages.map(\.summary).joined(separator: ", "), from: from("--stage")))
         }
-        for (flag, on) in [("--not-when-fullscreen", notWhenFullscreen), ("--not-when-audio", notWhenAudio)] where on {
-            report.append(ReportedSetting(name: String(flag.dropFirst(2)), value: "yes", from: from(flag)))
-        }
         for (name, value) in [("screen-off-after-lock", screenOffAfterLock), ("screen-off-after-lock-on-battery", screenOffAfterLockOnBattery)] {
             if let value { report.append(ReportedSetting(name: name, value: value.description, from: from("--" + name))) }
         }
@@ -368,7 +356,7 @@ public struct AgentOptions: Equatable, Sendable {
         if logindInhibitors != "own" {
             report.append(ReportedSetting(name: "logind-inhibitors", value: logindInhibitors, from: from("--logind-inhibitors")))
         }
-        for (flag, off) in [("--no-screensaver-service", !screenSaverService), ("--no-logind", !logind)] where off {
+        for flag in sourceFlagsGiven + (logind ? [] : ["--no-logind"]) {
             report.append(ReportedSetting(name: String(flag.dropFirst(2)), value: "yes", from: from(flag)))
         }
         return report
@@ -384,8 +372,7 @@ public struct AgentOptions: Equatable, Sendable {
     public var refusedBySecure: [String] {
         guard secure else { return [] }
         var refused: [String] = []
-        if notWhenFullscreen { refused.append("--not-when-fullscreen") }
-        if notWhenAudio { refused.append("--not-when-audio") }
+        refused += sourceFlagsGiven.filter { InhibitorSource.switched(by: $0)?.row.flag?.isOptIn == true }
         if let corners, corners.actions.contains(.never) { refused.append("the - corners of --corners \(corners)") }
         return refused
     }

@@ -255,7 +255,7 @@ public enum Doctor {
                 let why = i["why"]?.string.flatMap { $0.isEmpty ? nil : ": \($0)" } ?? ""
                 let who = ClientText.sanitized(i["who"]?.string ?? "?")
                 findings.append(DoctorFinding("held off", .problem, "by \(who) [\(source)]\(since)\(ClientText.sanitized(why))",
-                                              fix: advice(for: source)))
+                                              fix: InhibitorSource(rawValue: source)?.row.advice ?? "see `xidlelock status`"))
             }
             if let total = status["inhibitor_count"]?.integer.map(Int.init), total > inhibitors.count {
                 findings.append(DoctorFinding("held off", .problem, "and \(total - inhibitors.count) more holds (see `xidlelock status --json`)"))
@@ -301,20 +301,6 @@ public enum Doctor {
             findings.append(DoctorFinding("policy", .info, "\(file) is in force" + (changes.isEmpty ? "" : ": " + changes.joined(separator: "; "))))
         }
         return findings
-    }
-
-    /// What a user can do about an inhibitor of each source.
-    static func advice(for source: String) -> String {
-        switch source {
-        case "socket": "it ends when its `xidlelock inhibit` command ends (or its --for time); end that command"
-        case "dbus": "an application asked through org.freedesktop.ScreenSaver (a video or call); stop it, or run the agent with --no-screensaver-service"
-        case "logind": "a `systemd-inhibit --what=idle` holds it (see `systemd-inhibit --list`); end it, or --logind-inhibitors none"
-        case "x": "the X screensaver is off (`xset s on` turns it back on) or a player suspended it; stop the player"
-        case "fullscreen": "the active window is fullscreen; leave fullscreen, or drop --not-when-fullscreen"
-        case "audio": "an application plays sound; pause or mute it, or drop --not-when-audio"
-        case "corner": "the pointer rests in a - corner; move it"
-        default: "see `xidlelock status`"
-        }
     }
 
     static func settingsFindings(_ status: JSONValue) -> [DoctorFinding] {

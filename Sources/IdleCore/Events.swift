@@ -103,34 +103,6 @@ public struct Inhibitor: Equatable, Sendable {
 }
 
 /// Who can hold the lock off.
-public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
-    /// `xidlelock inhibit` and the control socket.
-    case socket
-    /// org.freedesktop.ScreenSaver.Inhibit on the session bus (browsers, players).
-    case dbus
-    /// A logind idle inhibitor (`systemd-inhibit --what=idle`).
-    case logind
-    /// The X server: the saver turned off (`xset s off`) or suspended by a client.
-    case x
-    /// `--not-when-fullscreen`: the active window is fullscreen.
-    case fullscreen
-    /// `--not-when-audio`: an application plays sound.
-    case audio
-    /// `--corners` with `-`: the pointer rests in a corner that never locks.
-    case corner
-
-    /// How long a hold of this source lasts when it has no end time, in the user's words.
-    public var lasts: String {
-        switch self {
-        case .socket, .dbus, .logind: "while it runs"
-        case .x: "while the saver is off or suspended"
-        case .fullscreen: "while it is fullscreen"
-        case .audio: "while it plays"
-        case .corner: "until it moves"
-        }
-    }
-}
-
 /// What happened, for `xidlelock events` subscribers.
 public enum Announcement: Equatable, Sendable {
     case stageFired(name: String, idle: Millis)

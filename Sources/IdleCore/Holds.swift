@@ -206,7 +206,7 @@ extension IdleMachine {
         beginHolding(now)
         inhibitors.append(inhibitor)
         inhibitorSince[inhibitor.id] = now.boottime
-        let span = until.map { "for \($0 - now.boottime)" } ?? owner.source.lasts
+        let span = until.map { "for \($0 - now.boottime)" } ?? owner.source.row.lasts
         let bound = holdBudgetEnds.map { "; every hold ends in \($0 - now.boottime) at the latest without input (the policy's max-inhibit)" } ?? ""
         out.append(.log(.info, "inhibited by \(inhibitor.who) \(span)\(inhibitor.why.isEmpty ? "" : ": \(inhibitor.why)")\(bound)"))
         out.append(.announce(.inhibited(inhibitor)))

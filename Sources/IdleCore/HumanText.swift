@@ -14,7 +14,7 @@ public enum HumanText {
         if case .array(let inhibitors) = reply["inhibitors"], !inhibitors.isEmpty {
             for i in inhibitors {
                 let span = duration("remaining_ms", in: i).map { "\($0) left" }
-                    ?? i["source"]?.string.flatMap(InhibitorSource.init(rawValue:))?.lasts ?? "while it runs"
+                    ?? i["source"]?.string.flatMap(InhibitorSource.init(rawValue:))?.row.lasts ?? "while it runs"
                 // Escaped here too: a terminal must never get a client's control characters.
                 let why = i["why"]?.string.flatMap { $0.isEmpty ? nil : ": \(ClientText.sanitized($0))" } ?? ""
                 let source = i["source"]?.string.map { " [\($0)]" } ?? ""

@@ -51,7 +51,7 @@ public struct Policy: Equatable, Sendable {
         OptionSpec("--locker", "CMD", "The locker, whatever the user's flags and files say.") { p, v throws(UsageError) in
             p.locker = try command(v, for: "locker")
         },
-        OptionSpec("--inhibit-from", "LIST", "Which sources may hold the lock off: a comma-separated list of socket, dbus, logind, x, fullscreen, audio, corner; or none.") { p, v throws(UsageError) in
+        OptionSpec("--inhibit-from", "LIST", "Which sources may hold the lock off: a comma-separated list of \(InhibitorSource.words); or none.") { p, v throws(UsageError) in
             p.inhibitFrom = try inhibitorSources(v)
         },
         OptionSpec("--max-inhibit", "DURATION", "The longest the screen stays unlocked without input while inhibitors or a disable hold the lock off, however they are chained or renewed.") { p, v throws(UsageError) in
@@ -92,7 +92,7 @@ public struct Policy: Equatable, Sendable {
         var sources: Set<InhibitorSource> = []
         for name in names {
             guard let source = InhibitorSource(rawValue: name) else {
-                let known = InhibitorSource.allCases.map(\.rawValue).joined(separator: ", ")
+                let known = InhibitorSource.words
                 throw UsageError("inhibit-from: '\(name)' is not one of \(known), or none")
             }
             sources.insert(source)
@@ -208,13 +208,10 @@ extension AgentOptions {
             allowedInhibitors = allowed
             let refused = InhibitorSource.allCases.filter { !allowed.contains($0) }.map(\.rawValue)
             if !refused.isEmpty { changes.append("inhibitors refused from \(refused.joined(separator: ", "))") }
-            if notWhenFullscreen && !allowed.contains(.fullscreen) {
-                notWhenFullscreen = false
-                changes.append("--not-when-fullscreen is off: inhibit-from does not list fullscreen")
-            }
-            if notWhenAudio && !allowed.contains(.audio) {
-                notWhenAudio = false
-                changes.append("--not-when-audio is off: inhibit-from does not list audio")
+            // An opt-in source the policy refuses is not followed at all (its holds would be refused anyway).
+            for source in InhibitorSource.allCases where source.row.flag?.isOptIn == true && follows(source) && !allowed.contains(source) {
+                switchedSources.remove(source)
+                changes.append("\(source.row.flag?.name ?? source.rawValue) is off: inhibit-from does not list \(source.rawValue)")
             }
             if let corners, corners.actions.contains(.never), !allowed.contains(.corner) {
                 self.corners = corners.withoutHolds

@@ -43,7 +43,7 @@ struct ConfigFileTests {
         #expect(options.locker == "i3lock -n -c '#000000'")
         #expect(options.stages.map(\.name) == ["dim"])
         #expect(options.stages.first?.resumeCommand == "brightnessctl -r")
-        #expect(options.notWhenFullscreen)
+        #expect(options.follows(.fullscreen))
         #expect(options.configFiles == [userConfig])
         #expect(options.origins["--lock-after"] == .file(path: userConfig, line: 2))
     }
@@ -184,8 +184,8 @@ struct PolicyTests {
         #expect(options.secure)
         #expect(options.locker == "xsecurelock")
         #expect(options.allowedInhibitors == [.dbus, .audio])
-        #expect(!options.notWhenFullscreen, "fullscreen is not in inhibit-from")
-        #expect(options.notWhenAudio)
+        #expect(!options.follows(.fullscreen), "fullscreen is not in inhibit-from")
+        #expect(options.follows(.audio))
         #expect(options.corners?.description == "00+0")
         #expect(options.maxInhibit == .hours(1))
         let config = options.config(locker: "xsecurelock")
@@ -341,7 +341,7 @@ struct ShippedExampleTests {
         #expect(options.policy?.errors == [])
         #expect(options.lockAfter == .minutes(10))
         #expect(options.allowedInhibitors == [.dbus, .audio])
-        #expect(options.notWhenFullscreen == false, "the example policy does not allow fullscreen")
+        #expect(options.follows(.fullscreen) == false, "the example policy does not allow fullscreen")
         #expect(options.stages.map(\.name) == ["dim"])
     }
 }

@@ -159,8 +159,8 @@ struct AgentFlagTests {
             "--on-unlock-interval", "--ignore-screensaver-reset", "--ignore-xtest", "--suspend-resets-idle",
             "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--lock-on-switch", "--lock-at-start",
             "--lock-on-card-removal", "--card-atr", "--before-sleep",
-            "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-screensaver-service",
-            "--no-logind", "--not-when-fullscreen", "--not-when-audio", "--corners", "--corner-delay",
+            "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-logind",
+            "--no-screensaver-service", "--not-when-fullscreen", "--not-when-audio", "--corners", "--corner-delay",
             "--corner-size", "--config", "--no-config", "--verbose", "--quiet",
         ])
         for option in run.options {
