@@ -12,24 +12,9 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
-/* The functions of libsystemd used here, found with dlsym. The header gives
- * their types; nothing here is linked against the library. */
-#define XIL_BUS_FUNCTIONS(X) \
-    X(sd_bus_open_user) X(sd_bus_open_system) X(sd_bus_close_unref) X(sd_bus_get_fd) \
-    X(sd_bus_get_events) X(sd_bus_get_timeout) X(sd_bus_process) X(sd_bus_get_unique_name) \
-    X(sd_bus_is_open) X(sd_bus_is_ready) \
-    X(sd_bus_set_method_call_timeout) X(sd_bus_add_object_vtable) X(sd_bus_request_name_async) \
-    X(sd_bus_emit_signal) X(sd_bus_reply_method_return) X(sd_bus_reply_method_errorf) \
-    X(sd_bus_message_read) X(sd_bus_message_get_sender) X(sd_bus_message_get_errno) \
-    X(sd_bus_creds_get_pid) X(sd_bus_creds_unref) X(sd_bus_match_signal_async) \
-    X(sd_bus_call_method) X(sd_bus_call_method_async) X(sd_bus_message_unref) \
-    X(sd_bus_error_free) X(sd_bus_message_enter_container) \
-    X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_message_read_basic) \
-    X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
-    X(sd_bus_message_get_bus) X(sd_bus_add_match_async) X(sd_bus_slot_unref) \
-    X(sd_bus_message_ref) X(sd_bus_get_n_queued_write)
+#include "sdbus.h"
 
-XIL_BUS_FUNCTIONS(XIL_DLSYM_POINTER)
+XIL_BUS_FUNCTIONS(XIL_BUS_DEFINE)
 
 static sd_bus_vtable screensaver_vtable[];
 

@@ -1,0 +1,28 @@
+#ifndef XIDLELOCK_SDBUS_H
+#define XIDLELOCK_SDBUS_H
+/* Inside CBus only: the functions of libsystemd, found with dlsym by xil_bus_load
+ * (cbus.c) and shared by every file of the module. The header gives their types;
+ * nothing here is linked against the library. */
+#include <systemd/sd-bus.h>
+
+#define XIL_BUS_FUNCTIONS(X) \
+    X(sd_bus_open_user) X(sd_bus_open_system) X(sd_bus_close_unref) X(sd_bus_get_fd) \
+    X(sd_bus_get_events) X(sd_bus_get_timeout) X(sd_bus_process) X(sd_bus_get_unique_name) \
+    X(sd_bus_is_open) X(sd_bus_is_ready) \
+    X(sd_bus_set_method_call_timeout) X(sd_bus_add_object_vtable) X(sd_bus_request_name_async) \
+    X(sd_bus_emit_signal) X(sd_bus_reply_method_return) X(sd_bus_reply_method_errorf) \
+    X(sd_bus_message_read) X(sd_bus_message_get_sender) X(sd_bus_message_get_errno) \
+    X(sd_bus_creds_get_pid) X(sd_bus_creds_unref) X(sd_bus_match_signal_async) \
+    X(sd_bus_call_method) X(sd_bus_call_method_async) X(sd_bus_message_unref) \
+    X(sd_bus_error_free) X(sd_bus_message_enter_container) \
+    X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_message_read_basic) \
+    X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
+    X(sd_bus_message_get_bus) X(sd_bus_add_match_async) X(sd_bus_slot_unref) \
+    X(sd_bus_message_ref) X(sd_bus_get_n_queued_write)
+
+
+/* Each `p_f` has the type of `f` in sd-bus.h, so the compiler checks every call. */
+#define XIL_BUS_DECLARE(name) extern __typeof__(name) *p_##name;
+#define XIL_BUS_DEFINE(name) __typeof__(name) *p_##name;
+XIL_BUS_FUNCTIONS(XIL_BUS_DECLARE)
+#endif
