@@ -116,7 +116,7 @@ public final class Agent {
         if !options.ignoreScreensaverReset { agent.followKeepAwakeSignals(lockAfter: options.lockAfter) }
         // Early, before any browser starts: Firefox picks its inhibit backend once.
         let desktop = DesktopServices(agent: agent, settings: DesktopServices.Settings(
-            serveScreenSaver: options.follows(.dbus), useLogind: options.logind,
+            served: Set(DesktopServices.sessionServices.map { $0.source }.filter(options.follows)), useLogind: options.logind,
             lockBeforeSleep: options.lockBeforeSleep,
             followPower: options.followsPowerSource))
         agent.desktop = desktop

@@ -15,8 +15,7 @@
 #include "sdbus.h"
 
 XIL_BUS_FUNCTIONS(XIL_BUS_DEFINE)
-
-static sd_bus_vtable screensaver_vtable[];
+const unsigned *xil_vtable_format;
 
 int xil_bus_load(char *error, size_t size) {
     static int loaded;
@@ -28,7 +27,7 @@ int xil_bus_load(char *error, size_t size) {
         snprintf(error, size, "libsystemd.so.0 has no sd_bus_object_vtable_format (too old)");
         return -1;
     }
-    screensaver_vtable[0].x.start.vtable_format_reference = format;
+    xil_vtable_format = format;
     loaded = 1;
     return 0;
 }
@@ -103,220 +102,6 @@ int xil_bus_process(sd_bus *bus, int budget) {
 }
 
 
-/* MARK: org.freedesktop.ScreenSaver */
-
-/* A client of the service, by its unique name. Its pid is asked of the bus once,
- * without waiting (a round trip inside a handler would let a flood pile up in
- * sd-bus's queue): Inhibit calls that come before the answer wait for it, a few
- * per client. When it leaves the bus its holds end. This is no hold bookkeeping:
- * which holds it has, and whether it may have more, the agent's core decides. */
-#define CALLERS_MAX 512
-/* As many as the agent lets one client hold: a browser that opens its tabs at once is never refused for asking early. */
-#define CALLER_WAITING_MAX 32
-struct caller {
-    char *name;
-    uint32_t pid;
-    int pid_known;
-    sd_bus_slot *lookup;
-    sd_bus_message *waiting[CALLER_WAITING_MAX];
-    int waiting_count;
-    const struct xil_desktop_callbacks *cb;
-    struct caller *next;
-};
-static struct caller *callers;
-static int caller_count;
-
-static void caller_free(struct caller *c) {
-    for (struct caller **p = &callers; *p; p = &(*p)->next) {
-        if (*p == c) {
-            *p = c->next;
-            caller_count--;
-            break;
-        }
-    }
-    if (c->lookup) p_sd_bus_slot_unref(c->lookup);
-    for (int i = 0; i < c->waiting_count; i++) p_sd_bus_message_unref(c->waiting[i]);
-    free(c->name);
-    free(c);
-}
-
-/* The caller left the bus: its holds end. */
-static void caller_gone(struct caller *c) {
-    const struct xil_desktop_callbacks *cb = c->cb;
-    char *name = strdup(c->name);
-    caller_free(c);
-    if (name) cb->caller_gone(cb->context, name);
-    free(name);
-}
-
-void xil_screensaver_forget_callers(void) {
-    while (callers) caller_free(callers);
-}
-
-static struct caller *caller_find(const char *name) {
-    for (struct caller *c = callers; c; c = c->next)
-        if (strcmp(c->name, name) == 0) return c;
-    return NULL;
-}
-
-static int finish_inhibit(struct caller *c, sd_bus_message *m) {
-    const struct xil_desktop_callbacks *cb = c->cb;
-    const char *app = "", *reason = "";
-    int r = p_sd_bus_message_read(m, "ss", &app, &reason);
-    if (r < 0) return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.InvalidArgs", "Inhibit takes (ss)");
-    char refusal[256] = "";
-    uint32_t cookie = cb->inhibit(cb->context, app, reason, c->name, c->pid_known ? c->pid : 0, refusal, sizeof refusal);
-    if (cookie == 0)
-        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.AccessDenied", "refused: %s", refusal);
-    return p_sd_bus_reply_method_return(m, "u", cookie);
-}
-
-/* The bus told the caller's pid (or that it is gone already): the calls waiting go on. */
-static int pid_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-    (void)error;
-    struct caller *c = userdata;
-    c->lookup = p_sd_bus_slot_unref(c->lookup);
-    if (p_sd_bus_message_is_method_error(reply, "org.freedesktop.DBus.Error.NameHasNoOwner")) {
-        /* Gone before it was asked: its departure may have come before it was a caller. */
-        caller_gone(c);
-        return 0;
-    }
-    uint32_t pid = 0;
-    if (!p_sd_bus_message_is_method_error(reply, NULL)) p_sd_bus_message_read(reply, "u", &pid);
-    c->pid = pid;
-    c->pid_known = 1;
-    int count = c->waiting_count;
-    c->waiting_count = 0;
-    for (int i = 0; i < count; i++) {
-        sd_bus_message *m = c->waiting[i];
-        c->waiting[i] = NULL;
-        finish_inhibit(c, m);
-        p_sd_bus_message_unref(m);
-    }
-    return 0;
-}
-
-static struct caller *caller_for(sd_bus_message *m, const struct xil_desktop_callbacks *cb) {
-    const char *sender = p_sd_bus_message_get_sender(m);
-    if (!sender) return NULL;
-    struct caller *c = caller_find(sender);
-    if (c || caller_count >= CALLERS_MAX) return c;
-    c = calloc(1, sizeof *c);
-    if (!c) return NULL;
-    c->name = strdup(sender);
-    c->cb = cb;
-    sd_bus *bus = p_sd_bus_message_get_bus(m);
-    /* The watch on departures was asked for when the service began, so before this: an
-     * answer with a pid proves that this caller's departure will be seen. */
-    if (!c->name || p_sd_bus_call_method_async(bus, &c->lookup, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                               "org.freedesktop.DBus", "GetConnectionUnixProcessID", pid_answered, c, "s", sender) < 0) {
-        free(c->name);
-        free(c);
-        return NULL;
-    }
-    c->next = callers;
-    callers = c;
-    caller_count++;
-    return c;
-}
-
-static int method_inhibit(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)error;
-    struct caller *c = caller_for(m, userdata);
-    if (!c) return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.LimitsExceeded", "too many clients");
-    if (c->pid_known) return finish_inhibit(c, m);
-    if (c->waiting_count >= CALLER_WAITING_MAX)
-        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.LimitsExceeded", "too many calls waiting");
-    /* Answered once the pid is known. */
-    c->waiting[c->waiting_count++] = p_sd_bus_message_ref(m);
-    return 1;
-}
-
-static int method_uninhibit(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    uint32_t cookie = 0;
-    int r = p_sd_bus_message_read(m, "u", &cookie);
-    if (r < 0) return r;
-    const char *sender = p_sd_bus_message_get_sender(m);
-    if (!sender || cb->uninhibit(cb->context, sender, cookie) != 0)
-        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.InvalidArgs", "no inhibitor %u of this connection", cookie);
-    return p_sd_bus_reply_method_return(m, "");
-}
-
-static int method_simulate(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    const char *sender = p_sd_bus_message_get_sender(m);
-    char refusal[256] = "";
-    if (cb->simulate_activity(cb->context, sender ? sender : "?", refusal, sizeof refusal) != 0)
-        return p_sd_bus_reply_method_errorf(m, "org.freedesktop.DBus.Error.AccessDenied", "refused: %s", refusal);
-    return p_sd_bus_reply_method_return(m, "");
-}
-
-static int method_lock(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    const char *sender = p_sd_bus_message_get_sender(m);
-    struct caller *c = sender ? caller_find(sender) : NULL;
-    char who[160];
-    if (c && c->pid_known)
-        snprintf(who, sizeof who, "org.freedesktop.ScreenSaver.Lock from %s (pid %u)", sender, c->pid);
-    else
-        snprintf(who, sizeof who, "org.freedesktop.ScreenSaver.Lock from %s", sender ? sender : "?");
-    cb->lock(cb->context, who);
-    return p_sd_bus_reply_method_return(m, "");
-}
-
-static int method_get_active(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    return p_sd_bus_reply_method_return(m, "b", cb->get_active(cb->context));
-}
-
-static int method_active_time(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    return p_sd_bus_reply_method_return(m, "u", cb->active_seconds(cb->context));
-}
-
-static int method_idle_time(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    return p_sd_bus_reply_method_return(m, "u", cb->idle_seconds(cb->context));
-}
-
-/* Departures from the bus, one watch for every caller. sd_bus_track would add a match
- * per caller and ask the bus, waiting, whether the name still exists: under a flood of
- * short-lived clients each wait let sd-bus queue everything that came meanwhile, and
- * the agent's memory grew with the queue. */
-static int name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-    (void)userdata; (void)error;
-    const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
-    if (p_sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !new_owner || *new_owner) return 0;
-    struct caller *c = caller_find(name);
-    if (c) caller_gone(c);
-    return 0;
-}
-
-/* SD_BUS_VTABLE_START would name libsystemd's sd_bus_object_vtable_format at
- * link time; it is filled in from dlsym once the library is loaded. */
-static sd_bus_vtable screensaver_vtable[] = {
-    {.type = _SD_BUS_VTABLE_START, .flags = 0,
-     .x = {.start = {.element_size = sizeof(sd_bus_vtable), .features = _SD_BUS_VTABLE_PARAM_NAMES}}},
-    SD_BUS_METHOD("Inhibit", "ss", "u", method_inhibit, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_METHOD("UnInhibit", "u", "", method_uninhibit, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_METHOD("SimulateUserActivity", "", "", method_simulate, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_METHOD("Lock", "", "", method_lock, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_METHOD("GetActive", "", "b", method_get_active, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_METHOD("GetActiveTime", "", "u", method_active_time, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_METHOD("GetSessionIdleTime", "", "u", method_idle_time, SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_SIGNAL("ActiveChanged", "b", 0),
-    SD_BUS_VTABLE_END,
-};
-
-static const char *const screensaver_paths[] = {"/org/freedesktop/ScreenSaver", "/ScreenSaver"};
-
 /* Whether an answer came over a connection still open: a bus that closes answers
  * every call still waiting with an error of its own making, which is no answer. */
 static int answered_on_open_bus(sd_bus_message *reply) { return p_sd_bus_is_open(p_sd_bus_message_get_bus(reply)) > 0; }
@@ -325,59 +110,6 @@ static int answered_on_open_bus(sd_bus_message *reply) { return p_sd_bus_is_open
 static int answer_errno(sd_bus_message *reply) {
     int e = p_sd_bus_message_get_errno(reply);
     return e > 0 ? -e : -EIO;
-}
-
-static int screensaver_owner_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-    (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    if (!answered_on_open_bus(reply)) return 0;
-    uint32_t pid = 0;
-    if (!p_sd_bus_message_is_method_error(reply, NULL)) p_sd_bus_message_read(reply, "u", &pid);
-    cb->screensaver_served(cb->context, 0, pid);
-    return 0;
-}
-
-static int screensaver_name_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-    (void)error;
-    const struct xil_desktop_callbacks *cb = userdata;
-    if (!answered_on_open_bus(reply)) return 0;
-    if (p_sd_bus_message_is_method_error(reply, NULL)) {
-        cb->screensaver_served(cb->context, answer_errno(reply), 0);
-        return 0;
-    }
-    uint32_t result = 0;
-    int r = p_sd_bus_message_read(reply, "u", &result);
-    if (r < 0) {
-        cb->screensaver_served(cb->context, r, 0);
-    } else if (result == 1 || result == 4) {   /* the primary owner now, or already */
-        cb->screensaver_served(cb->context, 1, 0);
-    } else {
-        /* Another program owns it: who, asked without waiting too. */
-        r = p_sd_bus_call_method_async(p_sd_bus_message_get_bus(reply), NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                       "org.freedesktop.DBus", "GetConnectionUnixProcessID", screensaver_owner_answered,
-                                       (void *)cb, "s", "org.freedesktop.ScreenSaver");
-        if (r < 0) cb->screensaver_served(cb->context, 0, 0);
-    }
-    return 0;
-}
-
-int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callbacks) {
-    for (size_t i = 0; i < 2; i++) {
-        int r = p_sd_bus_add_object_vtable(bus, NULL, screensaver_paths[i], "org.freedesktop.ScreenSaver",
-                                           screensaver_vtable, (void *)callbacks);
-        if (r < 0) return r;
-    }
-    /* Before any caller is asked for its pid (see caller_for); floating: it lasts as long as the connection. */
-    int r = p_sd_bus_match_signal_async(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                        "NameOwnerChanged", name_owner_changed, NULL, NULL);
-    if (r < 0) return r;
-    /* Not queued: another owner is said, not waited for. */
-    return p_sd_bus_request_name_async(bus, NULL, "org.freedesktop.ScreenSaver", 0, screensaver_name_answered, (void *)callbacks);
-}
-
-void xil_screensaver_active_changed(sd_bus *bus, int active) {
-    for (size_t i = 0; i < 2; i++)
-        p_sd_bus_emit_signal(bus, screensaver_paths[i], "org.freedesktop.ScreenSaver", "ActiveChanged", "b", active);
 }
 
 /* MARK: logind */

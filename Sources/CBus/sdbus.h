@@ -18,11 +18,13 @@
     X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_message_read_basic) \
     X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
     X(sd_bus_message_get_bus) X(sd_bus_add_match_async) X(sd_bus_slot_unref) \
-    X(sd_bus_message_ref) X(sd_bus_get_n_queued_write)
+    X(sd_bus_message_ref) X(sd_bus_get_n_queued_write) X(sd_bus_message_get_member)
 
 
 /* Each `p_f` has the type of `f` in sd-bus.h, so the compiler checks every call. */
 #define XIL_BUS_DECLARE(name) extern __typeof__(name) *p_##name;
 #define XIL_BUS_DEFINE(name) __typeof__(name) *p_##name;
 XIL_BUS_FUNCTIONS(XIL_BUS_DECLARE)
+/* libsystemd's sd_bus_object_vtable_format, for the start of a vtable. */
+extern const unsigned *xil_vtable_format;
 #endif

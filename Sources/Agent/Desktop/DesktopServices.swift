@@ -16,15 +16,20 @@ protocol DesktopAgent: AnyObject {
     func addSource(_ source: EventSource)
 }
 
-/// The desktop's buses: org.freedesktop.ScreenSaver served on the session bus (for
-/// browsers and players), and logind on the system bus (lock before sleep, the
+/// The desktop's buses: the services of holds served on the session bus (each a
+/// `SessionService` of its own: org.freedesktop.ScreenSaver for browsers and
+/// players, …), and logind on the system bus (lock before sleep, the
 /// session's Lock signal, its hints, idle inhibitors). Either bus may be missing,
 /// come later, never answer or go away: the agent never waits for one (every
 /// connection, handshake and call is asynchronous and bounded), goes on locking,
 /// says so once, and joins the bus when it answers.
 final class DesktopServices {
+    /// Every service of holds the agent can serve on the session bus.
+    static var sessionServices: [SessionService.Type] { [ScreenSaverService.self] }
+
     struct Settings {
-        var serveScreenSaver = true
+        /// The session services to serve (those the user follows).
+        var served: Set<InhibitorSource> = Set(DesktopServices.sessionServices.map { $0.source })
         var useLogind = true
         var lockBeforeSleep = true
         /// Some time differs on battery: UPower's OnBattery is followed.
@@ -51,9 +56,8 @@ final class DesktopServices {
     private(set) var forgedSignals = 0
     private var forgedLoggedAt: MonotonicInstant?
     private var forgedSinceLogged = 0
-    private var ownsScreenSaverName = false
-    /// What ActiveChanged last said.
-    private var screenSaverActive = false
+    /// The services of holds served whenever the session bus is there.
+    private let services: [SessionService]
     /// logind said our session is not the one in front (what the machine was told last).
     private var sessionInactive = false
     private var said: Set<String> = []
@@ -70,6 +74,7 @@ final class DesktopServices {
     init(agent: DesktopAgent, settings: Settings) {
         self.agent = agent
         self.settings = settings
+        services = Self.sessionServices.filter { settings.served.contains($0.source) }.map { $0.init(agent: agent) }
         callbacks = .allocate(capacity: 1)
         callbacks.initialize(to: xil_desktop_callbacks())
         callbacks.pointee.context = Unmanaged.passUnretained(self).toOpaque()
@@ -82,11 +87,12 @@ final class DesktopServices {
     func start(awaiting: Set<InhibitorSource>) {
         var error = [CChar](repeating: 0, count: 256)
         guard xil_bus_load(&error, error.count) == 0 else {
-            Log.write(.warning, "D-Bus is not available (\(String(nulTerminated: error))): no lock before sleep, no org.freedesktop.ScreenSaver; locking goes on")
-            for source in [InhibitorSource.dbus, .logind] where awaiting.contains(source) { agent?.perform(.sourceReady(source)) }
+            Log.write(.warning, "D-Bus is not available (\(String(nulTerminated: error))): no lock before sleep, no \(servedNames); locking goes on")
+            for source in servedSources + [.logind] where awaiting.contains(source) { agent?.perform(.sourceReady(source)) }
             return
         }
-        if settings.serveScreenSaver { connectSession() }
+        for service in services { installServed(service) }
+        if !services.isEmpty { connectSession() }
         if settings.useLogind || settings.followPower { connectSystem() }
         if !settings.useLogind && awaiting.contains(.logind) { agent?.perform(.sourceReady(.logind)) }
     }
@@ -122,41 +128,52 @@ final class DesktopServices {
             let wasReady = session?.isReady == true
             session = nil
             guard wasReady else {
-                agent?.perform(.sourceReady(.dbus))
+                for source in servedSources { agent?.perform(.sourceReady(source)) }
                 return failed("session", code)
             }
-            ownsScreenSaverName = false
-            sayOnce("lost-session", .warning, "lost the session bus (\(String(cString: strerror(code)))): org.freedesktop.ScreenSaver is not served until it is back; locking goes on")
-            // Its callers can no longer end their inhibitors: they end now (fail closed).
-            xil_screensaver_forget_callers()
-            agent?.request(.sourceLost(.dbus))
+            sayOnce("lost-session", .warning, "lost the session bus (\(String(cString: strerror(code)))): \(servedNames) \(services.count == 1 ? "is" : "are") not served until it is back; locking goes on")
+            // Their callers can no longer end their inhibitors: they end now (fail closed).
+            for service in services {
+                service.bus.forget()
+                agent?.request(.sourceLost(type(of: service).source))
+            }
             failed("session", code, lost: true)
         })
-        if session == nil { agent?.perform(.sourceReady(.dbus)) }
+        if session == nil { for source in servedSources { agent?.perform(.sourceReady(source)) } }
     }
+
+    private var servedSources: [InhibitorSource] { services.map { type(of: $0).source } }
+    private var servedNames: String { services.isEmpty ? "no service" : services.map(\.bus.name).joined(separator: ", ") }
 
     private func sessionReady() {
         guard let session else { return }
-        let r = xil_screensaver_serve(session.bus, callbacks)
-        if r < 0 { screenSaverServed(r, owner: 0) }
+        for service in services {
+            let r = service.bus.serve(on: session.bus)
+            if r < 0 { served(service, r, owner: 0) }
+        }
     }
 
-    /// The bus's answer to our asking for org.freedesktop.ScreenSaver.
-    fileprivate func screenSaverServed(_ r: Int32, owner: UInt32) {
+    private func installServed(_ service: SessionService) {
+        service.bus.onServed = { [unowned self, unowned service] result, owner in served(service, result, owner: owner) }
+    }
+
+    /// The bus's answer to our asking for a service's name.
+    private func served(_ service: SessionService, _ r: Int32, owner: UInt32) {
+        let source = type(of: service).source
+        let name = service.bus.name
         if r == 1 {
-            ownsScreenSaverName = true
-            Log.write(.info, "serving org.freedesktop.ScreenSaver on the session bus (browsers and players can hold the lock off)")
-            // Browsers and players take their inhibitors again once they see the name
-            // appear: the first stage gives them a moment (within the start's wait).
-            agent?.perform(.sourceReady(.dbus, settle: .seconds(1)))
+            Log.write(.info, "serving \(name) on the session bus (\(source.row.what) can hold the lock off)")
+            // Clients take their inhibitors again once they see the name appear: the
+            // first stage gives them a moment (within the start's wait).
+            agent?.perform(.sourceReady(source, settle: .seconds(1)))
             return
         }
         if r == 0 {
-            Log.write(.warning, "org.freedesktop.ScreenSaver is owned by another program (pid \(owner), \(processName(pid_t(owner)))): its inhibitors are not seen by xidlelock")
+            Log.write(.warning, "\(name) is owned by another program (pid \(owner), \(processName(pid_t(owner)))): its inhibitors are not seen by xidlelock")
         } else {
-            Log.write(.warning, "cannot serve org.freedesktop.ScreenSaver: \(String(cString: strerror(-r)))")
+            Log.write(.warning, "cannot serve \(name): \(String(cString: strerror(-r)))")
         }
-        agent?.perform(.sourceReady(.dbus))
+        agent?.perform(.sourceReady(source))
     }
 
     private func connectSystem() {
@@ -295,7 +312,7 @@ final class DesktopServices {
             said.insert("no-\(which)")
         } else {
             sayOnce("no-\(which)", .warning, "no \(which) bus (\(why)): " + (which == "session"
-                ? "org.freedesktop.ScreenSaver is not served" : "no lock before sleep, no lock-session")
+                ? "\(servedNames) \(services.count == 1 ? "is" : "are") not served" : "no lock before sleep, no lock-session")
                 + "; locking goes on, \(next)")
         }
         guard retrying, retryTimer[which] == nil else { return }
@@ -370,20 +387,9 @@ final class DesktopServices {
         _ = xil_logind_session_hint(system.bus, callbacks, sessionPath, which, value ? 1 : 0)
     }
 
-    /// Announcements the session bus hears of: ActiveChanged when the screen is
-    /// covered or unlocked.
+    /// Announcements the session bus's services tell their clients.
     func announce(_ announcement: Announcement) {
-        guard let session, ownsScreenSaverName else { return }
-        let active: Bool
-        switch announcement {
-        case .locked: active = true
-        // A covering locker that fails leaves the screen open: no longer active.
-        case .unlocked, .lockerFailed: active = false
-        default: return
-        }
-        guard active != screenSaverActive else { return }
-        screenSaverActive = active
-        xil_screensaver_active_changed(session.bus, active ? 1 : 0)
+        for service in services { service.announce(announcement) }
     }
 
     /// For status.
@@ -392,7 +398,9 @@ final class DesktopServices {
         return [
             ("session_bus", .bool(session?.isReady == true)),
             ("session_bus_state", .string(busState["session"] ?? "not used")),
-            ("screensaver_service", .bool(ownsScreenSaverName)),
+        ] + Self.sessionServices.map { kind in
+            (kind.statusKey, .bool(services.contains { type(of: $0) == kind && $0.bus.ownsName }))
+        } + [
             ("system_bus", .bool(systemReady)),
             ("system_bus_state", .string(busState["system"] ?? "not used")),
             ("logind_session", sessionPath.map { .string($0) } ?? .null),
@@ -404,30 +412,6 @@ final class DesktopServices {
     }
 
     // MARK: What the desktop tells the agent
-
-    /// The real caller, as the bus vouches for it, apart from what it says of itself.
-    private static func caller(_ sender: String, pid: UInt32) -> String {
-        ClientText.sanitized(pid == 0 ? "\(sender) (pid unknown)" : "pid \(pid) (\(processName(pid_t(pid)))), \(sender)")
-    }
-
-    fileprivate func inhibit(app: String, reason: String, sender: String, pid: UInt32) -> Answer? {
-        // The caller's own words are bounded on their own: however long, they never
-        // push the real caller out of status, the log or the audit.
-        let why = ClientText.sanitized(app, maxBytes: 64) + (reason.isEmpty ? "" : ": " + ClientText.sanitized(reason, maxBytes: 160))
-        return agent?.request(.holdAsked(HoldOwner(.dbus, sender), HoldClaim(key: "", who: Self.caller(sender, pid: pid), why: why)))
-    }
-
-    fileprivate func uninhibit(sender: String, cookie: UInt32) -> Bool {
-        agent?.request(.holdReleased(HoldOwner(.dbus, sender), id: Int(cookie))) == .done
-    }
-
-    fileprivate func callerGone(_ sender: String) {
-        agent?.request(.ownerGone(HoldOwner(.dbus, sender)))
-    }
-
-    fileprivate func simulateActivity(sender: String) -> Answer? {
-        agent?.request(.reset(from: .dbus, by: "SimulateUserActivity from \(sender)"))
-    }
 
     /// A signal that claimed to be logind's (or UPower's) came from someone else: any
     /// local user can send one straight to this connection. Dropped; logged at most
@@ -488,39 +472,6 @@ final class DesktopServices {
     }
 
     private func installCallbacks() {
-        callbacks.pointee.inhibit = { context, app, reason, sender, pid, refusal, size in
-            let answer = Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue()
-                .inhibit(app: String(cString: app!), reason: String(cString: reason!), sender: String(cString: sender!), pid: pid)
-            if case .granted(let id)? = answer { return UInt32(truncatingIfNeeded: id) }
-            if case .refused(let why)? = answer { copy(why, to: refusal, size: size) }
-            return 0
-        }
-        callbacks.pointee.uninhibit = { context, sender, cookie in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().uninhibit(sender: String(cString: sender!), cookie: cookie) ? 0 : -1
-        }
-        callbacks.pointee.caller_gone = { context, sender in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().callerGone(String(cString: sender!))
-        }
-        callbacks.pointee.simulate_activity = { context, sender, refusal, size in
-            let answer = Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().simulateActivity(sender: String(cString: sender!))
-            guard case .refused(let why)? = answer else { return 0 }
-            copy(why, to: refusal, size: size)
-            return -1
-        }
-        callbacks.pointee.lock = { context, who in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.perform(.lockRequest(from: String(cString: who!)))
-        }
-        callbacks.pointee.get_active = { context in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.screenCovered == true ? 1 : 0
-        }
-        callbacks.pointee.active_seconds = { context in
-            let lockedFor = Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.lockedFor ?? .zero
-            return UInt32(clamping: lockedFor.value / 1000)
-        }
-        callbacks.pointee.idle_seconds = { context in
-            let idle = Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.idleTime ?? .zero
-            return UInt32(clamping: idle.value / 1000)
-        }
         callbacks.pointee.prepare_for_sleep = { context, starting in
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().prepareForSleep(starting != 0)
         }
@@ -543,9 +494,6 @@ final class DesktopServices {
         callbacks.pointee.on_battery = { context, onBattery in
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().agent?.perform(.powerSource(onBattery: onBattery != 0))
         }
-        callbacks.pointee.screensaver_served = { context, result, owner in
-            Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().screenSaverServed(result, owner: owner)
-        }
         callbacks.pointee.session_found = { context, path, whyNot in
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue()
                 .sessionFound(path.map { String(cString: $0) }, whyNot: whyNot.map { String(cString: $0) } ?? "")
@@ -564,14 +512,6 @@ final class DesktopServices {
         }
         callbacks.pointee.log = { _, level, message in Log.fromLibrary(level, message) }
     }
-}
-
-/// Copies text into a C caller's buffer, cut to fit and NUL-terminated.
-private func copy(_ text: String, to buffer: UnsafeMutablePointer<CChar>?, size: Int) {
-    guard let buffer, size > 0 else { return }
-    let bytes = Array(text.utf8.prefix(size - 1))
-    for (k, byte) in bytes.enumerated() { buffer[k] = CChar(bitPattern: byte) }
-    buffer[bytes.count] = 0
 }
 
 extension String {

@@ -8,25 +8,14 @@
 #include <stdint.h>
 
 #include "cjournal.h"
+#include "cservice.h"
 
 typedef struct sd_bus sd_bus;
 
-/* What the buses tell the agent. Every callback gets `context`. A caller is named
- * by its unique name on the bus (":1.42"), which the bus vouches for. */
+/* What the system bus tells the agent (the session bus's services are served
+ * through cservice.h). Every callback gets `context`. */
 struct xil_desktop_callbacks {
     void *context;
-    /* org.freedesktop.ScreenSaver. inhibit: a cookie, or 0 with the reason in `refusal`
-     * (pid 0: unknown). uninhibit: 0, or -1 when `sender` holds no such cookie.
-     * simulate_activity: 0, or -1 with the reason. */
-    uint32_t (*inhibit)(void *context, const char *app, const char *reason, const char *sender, uint32_t pid,
-                        char *refusal, size_t size);
-    int (*uninhibit)(void *context, const char *sender, uint32_t cookie);
-    void (*caller_gone)(void *context, const char *sender);   /* a caller left the bus */
-    int (*simulate_activity)(void *context, const char *sender, char *refusal, size_t size);
-    void (*lock)(void *context, const char *who);
-    int (*get_active)(void *context);
-    uint32_t (*active_seconds)(void *context);
-    uint32_t (*idle_seconds)(void *context);
     /* logind: only what came from the current owner of org.freedesktop.login1. */
     void (*prepare_for_sleep)(void *context, int starting);
     void (*session_lock)(void *context, int lock);             /* Lock = 1, Unlock = 0 */
@@ -38,13 +27,10 @@ struct xil_desktop_callbacks {
     void (*forged)(void *context, const char *sender, const char *what);
     /* UPower's OnBattery (0 with no UPower), from UPower's own connection. */
     void (*on_battery)(void *context, int on_battery);
-    /* Answers to questions asked at connection without waiting. screensaver_served:
-     * 1 the name is ours, 0 another program owns it (its pid, or 0), or -errno.
-     * session_found: logind's session object path, or NULL and why. session_watched:
+    /* Answers to questions asked at connection without waiting. session_found: logind's session object path, or NULL and why. session_watched:
      * the session's signals are matched (0 or -errno). sleep_delay_taken: the delay
      * inhibitor's fd (close-on-exec, now the agent's), or -errno. delay_limit:
      * InhibitDelayMaxUSec (5 s if it cannot be read). */
-    void (*screensaver_served)(void *context, int result, uint32_t owner_pid);
     void (*session_found)(void *context, const char *path, const char *why_not);
     void (*session_watched)(void *context, int error);
     void (*sleep_delay_taken)(void *context, int fd);
@@ -85,15 +71,6 @@ uint64_t xil_bus_timeout(sd_bus *bus);
 int xil_bus_process(sd_bus *bus, int budget);
 /* Messages written by the agent that the bus has not taken yet. */
 uint64_t xil_bus_queued_writes(sd_bus *bus);
-
-/* Serves org.freedesktop.ScreenSaver at /org/freedesktop/ScreenSaver and
- * /ScreenSaver, and asks for the name without waiting (answered through
- * screensaver_served). 0 or -errno. `callbacks` must outlive the bus. */
-int xil_screensaver_serve(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
-/* Forgets every caller (the session bus is lost: their holds end with it). */
-void xil_screensaver_forget_callers(void);
-/* Emits ActiveChanged(b) on both paths. */
-void xil_screensaver_active_changed(sd_bus *bus, int active);
 
 /* logind, on the system bus; nothing here waits for an answer. The session's
  * object path for XDG_SESSION_ID (or, with id NULL, the user's display session),

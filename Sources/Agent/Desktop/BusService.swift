@@ -1,0 +1,162 @@
+import CBus
+import Glibc
+import IdleCore
+
+/// A D-Bus object the agent serves on the session bus, declared as a table: its
+/// name, interface, paths, signals, and each method with its handler. The C layer
+/// (cservice.h) reads the arguments, learns the caller's pid where a method needs
+/// it, and tells of callers that leave; each service is one Swift file that says
+/// what its methods mean.
+final class BusService {
+    struct Method {
+        let name: String
+        /// Basic D-Bus types only (s o u i b).
+        let takes: String
+        let returns: String
+        /// The call waits for the bus to tell the caller's pid (a hold names its holder).
+        let needsCaller: Bool
+        let handler: (BusCall) -> BusReply
+
+        init(_ name: String, takes: String = "", returns: String = "", needsCaller: Bool = false,
+             _ handler: @escaping (BusCall) -> BusReply) {
+            self.name = name
+            self.takes = takes
+            self.returns = returns
+            self.needsCaller = needsCaller
+            self.handler = handler
+        }
+    }
+
+    let name: String
+    private let methods: [Method]
+    private let signals: [String]
+    private var service: OpaquePointer?
+    private var callbacks: UnsafeMutablePointer<xil_service_callbacks>
+    /// Callers that left the bus.
+    var onCallerGone: (String) -> Void = { _ in }
+    /// The bus's answer to asking for the name: 1 ours, 0 another's (its pid), -errno.
+    var onServed: (Int32, UInt32) -> Void = { _, _ in }
+    /// The name is ours (said by the bus).
+    private(set) var ownsName = false
+
+    /// `signals`: each as (name, signature) with one basic type or none.
+    init(name: String, interface: String, paths: [String], methods: [Method], signals: [(String, String)] = []) {
+        self.name = name
+        self.methods = methods
+        self.signals = signals.map(\.0)
+        callbacks = .allocate(capacity: 1)
+        callbacks.initialize(to: xil_service_callbacks())
+        callbacks.pointee.context = Unmanaged.passUnretained(self).toOpaque()
+        callbacks.pointee.call = { context, method, call in
+            let service = Unmanaged<BusService>.fromOpaque(context!).takeUnretainedValue()
+            service.answer(Int(method), call!)
+        }
+        callbacks.pointee.caller_gone = { context, sender in
+            Unmanaged<BusService>.fromOpaque(context!).takeUnretainedValue().onCallerGone(String(cString: sender!))
+        }
+        callbacks.pointee.served = { context, result, owner in
+            let service = Unmanaged<BusService>.fromOpaque(context!).takeUnretainedValue()
+            service.ownsName = result == 1
+            service.onServed(result, owner)
+        }
+        // The table is fixed: a refusal here is a mistake in it, found by any test that serves it.
+        guard let service = xil_service_new(interface, name, callbacks) else { return }
+        for path in paths { precondition(xil_service_add_path(service, path) >= 0, "\(name): path \(path)") }
+        for method in methods {
+            precondition(xil_service_add_method(service, method.name, method.takes, method.returns, method.needsCaller ? 1 : 0) >= 0,
+                         "\(name): method \(method.name)")
+        }
+        for (signal, signature) in signals {
+            precondition(xil_service_add_signal(service, signal, signature) >= 0, "\(name): signal \(signal)")
+        }
+        self.service = service
+    }
+
+    /// Serves it on a bus that has answered; the name's answer comes through `onServed`. 0 or -errno.
+    func serve(on bus: OpaquePointer) -> Int32 {
+        guard let service else { return -ENOMEM }
+        return xil_service_serve(service, bus)
+    }
+
+    /// The bus is gone: its callers are forgotten (what they held ends with `sourceLost`).
+    func forget() {
+        ownsName = false
+        if let service { xil_service_forget(service) }
+    }
+
+    func emit(_ signal: String, _ value: UInt32 = 0) {
+        guard let service, let index = signals.firstIndex(of: signal) else { return }
+        _ = xil_service_emit(service, Int32(index), value)
+    }
+
+    private func answer(_ index: Int, _ raw: OpaquePointer) {
+        guard methods.indices.contains(index) else { return }
+        let call = BusCall(raw)
+        switch methods[index].handler(call) {
+        case .done: xil_call_return(raw, 0)
+        case .number(let value): xil_call_return(raw, value)
+        case .flag(let value): xil_call_return(raw, value ? 1 : 0)
+        case .text(let value): xil_call_return_string(raw, value)
+        case .refused(let why): xil_call_fail(raw, "org.freedesktop.DBus.Error.AccessDenied", "refused: \(why)")
+        case .invalid(let why): xil_call_fail(raw, "org.freedesktop.DBus.Error.InvalidArgs", why)
+        }
+    }
+}
+
+/// One method call, as the bus vouches for its caller.
+struct BusCall {
+    fileprivate let raw: OpaquePointer
+    fileprivate init(_ raw: OpaquePointer) { self.raw = raw }
+
+    /// The caller's unique name (":1.42").
+    var sender: String { String(cString: xil_call_sender(raw)) }
+    /// Its pid, 0 when the bus did not tell.
+    var pid: UInt32 { xil_call_pid(raw) }
+    func text(_ i: Int32) -> String { String(cString: xil_call_string(raw, i)) }
+    func number(_ i: Int32) -> UInt32 { xil_call_uint(raw, i) }
+
+    /// The real caller in the user's words, apart from what it says of itself.
+    var caller: String {
+        ClientText.sanitized(pid == 0 ? "\(sender) (pid unknown)" : "pid \(pid) (\(processName(pid_t(pid)))), \(sender)")
+    }
+}
+
+enum BusReply {
+    case done
+    case number(UInt32)
+    case flag(Bool)
+    case text(String)
+    case refused(String)
+    case invalid(String)
+}
+
+/// The inhibit calls every service of holds shares (ScreenSaver, PowerManagement,
+/// the session manager): a hold asked by a caller, ended by its cookie or by the
+/// caller leaving the bus, all through the one gate of the agent's core.
+struct BusHolds {
+    let source: InhibitorSource
+    weak var agent: DesktopAgent?
+
+    /// A hold for this caller: its cookie, or why not.
+    func inhibit(_ call: BusCall, app: String, reason: String) -> BusReply {
+        // The caller's own words are bounded on their own: however long, they never
+        // push the real caller out of status, the log or the audit.
+        let app = ClientText.sanitized(app, maxBytes: 64)
+        let reason = ClientText.sanitized(reason, maxBytes: 160)
+        let why = [app, reason].filter { !$0.isEmpty }.joined(separator: ": ")
+        switch agent?.request(.holdAsked(HoldOwner(source, call.sender), HoldClaim(key: "", who: call.caller, why: why))) {
+        case .granted(let id)?: return .number(UInt32(truncatingIfNeeded: id))
+        case .refused(let why)?: return .refused(why)
+        default: return .refused("the agent is not running")
+        }
+    }
+
+    func release(_ call: BusCall, cookie: UInt32) -> BusReply {
+        agent?.request(.holdReleased(HoldOwner(source, call.sender), id: Int(cookie))) == .done
+            ? .done : .invalid("no inhibitor \(cookie) of this connection")
+    }
+
+    func callerGone(_ sender: String) {
+        agent?.request(.ownerGone(HoldOwner(source, sender)))
+    }
+}

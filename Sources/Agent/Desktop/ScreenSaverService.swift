@@ -1,0 +1,76 @@
+import IdleCore
+
+/// A service of holds the agent serves on the session bus, declared in a file of
+/// its own on `BusService`; `DesktopServices` serves each one the user follows
+/// whenever the session bus is there.
+protocol SessionService: AnyObject {
+    /// Its source of holds (its row says what it is and which flag switches it).
+    static var source: InhibitorSource { get }
+    /// Its field in status: whether the agent owns the name.
+    static var statusKey: String { get }
+    init(agent: DesktopAgent)
+    var bus: BusService { get }
+    /// Something the machine announced that the service tells its clients.
+    func announce(_ announcement: Announcement)
+}
+
+extension SessionService {
+    func announce(_ announcement: Announcement) {}
+}
+
+/// org.freedesktop.ScreenSaver at /org/freedesktop/ScreenSaver and /ScreenSaver:
+/// browsers, players and `xdg-screensaver` hold the lock off through it; Lock,
+/// GetActive and ActiveChanged tell of the locker.
+final class ScreenSaverService: SessionService {
+    static let source = InhibitorSource.dbus
+    static let statusKey = "screensaver_service"
+    let bus: BusService
+    /// What ActiveChanged last said.
+    private var active = false
+
+    init(agent: DesktopAgent) {
+        let holds = BusHolds(source: Self.source, agent: agent)
+        bus = BusService(
+            name: "org.freedesktop.ScreenSaver", interface: "org.freedesktop.ScreenSaver",
+            paths: ["/org/freedesktop/ScreenSaver", "/ScreenSaver"],
+            methods: [
+                .init("Inhibit", takes: "ss", returns: "u", needsCaller: true) { holds.inhibit($0, app: $0.text(0), reason: $0.text(1)) },
+                .init("UnInhibit", takes: "u") { holds.release($0, cookie: $0.number(0)) },
+                .init("SimulateUserActivity") { [weak agent] call in
+                    if case .refused(let why)? = agent?.request(.reset(from: Self.source, by: "SimulateUserActivity from \(call.sender)")) {
+                        return .refused(why)
+                    }
+                    return .done
+                },
+                .init("Lock") { [weak agent] call in
+                    let pid = call.pid == 0 ? "" : " (pid \(call.pid))"
+                    agent?.perform(.lockRequest(from: "org.freedesktop.ScreenSaver.Lock from \(call.sender)\(pid)"))
+                    return .done
+                },
+                .init("GetActive", returns: "b") { [weak agent] _ in .flag(agent?.screenCovered == true) },
+                .init("GetActiveTime", returns: "u") { [weak agent] _ in
+                    .number(UInt32(clamping: (agent?.lockedFor ?? .zero).value / 1000))
+                },
+                .init("GetSessionIdleTime", returns: "u") { [weak agent] _ in
+                    .number(UInt32(clamping: (agent?.idleTime ?? .zero).value / 1000))
+                },
+            ],
+            signals: [("ActiveChanged", "b")])
+        bus.onCallerGone = holds.callerGone
+    }
+
+    /// ActiveChanged when the screen is covered or unlocked.
+    func announce(_ announcement: Announcement) {
+        guard bus.ownsName else { return }
+        let covered: Bool
+        switch announcement {
+        case .locked: covered = true
+        // A covering locker that fails leaves the screen open: no longer active.
+        case .unlocked, .lockerFailed: covered = false
+        default: return
+        }
+        guard covered != active else { return }
+        active = covered
+        bus.emit("ActiveChanged", covered ? 1 : 0)
+    }
+}

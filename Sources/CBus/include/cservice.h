@@ -1,0 +1,57 @@
+#ifndef XIDLELOCK_CSERVICE_H
+#define XIDLELOCK_CSERVICE_H
+/* A D-Bus object served from a table: its methods, signals, paths and well-known
+ * name are declared by the caller (a Swift file per service), and every method
+ * call is handed to one function with its arguments read. The caller's pid is
+ * asked of the bus once per caller, without waiting, where a method needs it; a
+ * caller that leaves the bus is told of. Nothing here decides anything. */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sd_bus sd_bus;
+struct xil_service;
+/* One method call, valid only while it is handed over. */
+struct xil_call;
+
+struct xil_service_callbacks {
+    void *context;
+    /* A method call (its index in the order added): answered with xil_call_return*
+     * or xil_call_fail before returning; one not answered gets an error. */
+    void (*call)(void *context, int method, struct xil_call *call);
+    /* A caller left the bus (or its pid could not be known: it was gone). */
+    void (*caller_gone)(void *context, const char *sender);
+    /* The bus's answer to asking for the name: 1 ours, 0 another program owns it
+     * (its pid, or 0), or -errno. */
+    void (*served)(void *context, int result, uint32_t owner_pid);
+};
+
+/* A service of `interface` asking for the name `name`; NULL without memory.
+ * `callbacks` must outlive it. */
+struct xil_service *xil_service_new(const char *interface, const char *name, const struct xil_service_callbacks *callbacks);
+int xil_service_add_path(struct xil_service *service, const char *path);
+/* `in`: basic types only (s o u i b), at most 8; `out`: "" or one basic type.
+ * needs_caller: the call waits for the caller's pid. Its index, or -errno. */
+int xil_service_add_method(struct xil_service *service, const char *name, const char *in, const char *out, int needs_caller);
+/* `signature`: "" or one basic type. Its index, or -errno. */
+int xil_service_add_signal(struct xil_service *service, const char *name, const char *signature);
+/* Serves it on `bus` (at every path) and asks for the name without waiting
+ * (answered through `served`). 0 or -errno. */
+int xil_service_serve(struct xil_service *service, sd_bus *bus);
+/* The bus is gone: its callers are forgotten, and the service can be served again. */
+void xil_service_forget(struct xil_service *service);
+/* Emits a signal on every path, with its one value (ignored for ""). */
+int xil_service_emit(struct xil_service *service, int signal, uint32_t value);
+/* How many callers it follows now. */
+int xil_service_callers(const struct xil_service *service);
+
+const char *xil_call_sender(const struct xil_call *call);
+/* The caller's pid as the bus told it; 0 when unknown. */
+uint32_t xil_call_pid(const struct xil_call *call);
+/* Argument i: a string ("" when it is not one), or a number (u, i, b). */
+const char *xil_call_string(const struct xil_call *call, int i);
+uint32_t xil_call_uint(const struct xil_call *call, int i);
+/* Answers with the method's one value (ignored when it returns nothing). */
+int xil_call_return(struct xil_call *call, uint32_t value);
+int xil_call_return_string(struct xil_call *call, const char *value);
+int xil_call_fail(struct xil_call *call, const char *error, const char *message);
+#endif
