@@ -565,5 +565,7 @@ extension Agent: DesktopAgent {
 
     var hints: (locked: Bool, idle: Bool) { (machine.lockedHint, machine.idleHint) }
 
+    func holds(from source: InhibitorSource) -> Bool { machine.inhibitors.contains { $0.source == source } }
+
     func addSource(_ source: EventSource) { loop.add(source) }
 }

@@ -9,6 +9,7 @@
 #include "sdbus.h"
 
 #define PATHS_MAX 4
+#define NAMES_MAX 2
 #define METHODS_MAX 16
 #define SIGNALS_MAX 4
 #define ARGS_MAX 8
@@ -40,8 +41,16 @@ struct caller {
     struct caller *next;
 };
 
+/* Which name of which service an answer is for. */
+struct name_asked {
+    struct xil_service *service;
+    int name;
+};
+
 struct xil_service {
-    char *interface, *name;
+    char *interface;
+    char *names[NAMES_MAX];
+    int name_count;
     char *paths[PATHS_MAX];
     int path_count;
     struct method methods[METHODS_MAX];
@@ -49,6 +58,7 @@ struct xil_service {
     struct { char *name, *signature; } signals[SIGNALS_MAX];
     int signal_count;
     sd_bus_vtable *vtable;
+    struct name_asked asked[NAMES_MAX];
     const struct xil_service_callbacks *cb;
     sd_bus *bus;
     struct caller *callers;
@@ -67,19 +77,22 @@ struct xil_call {
     int answered;
 };
 
-struct xil_service *xil_service_new(const char *interface, const char *name, const struct xil_service_callbacks *callbacks) {
+struct xil_service *xil_service_new(const char *interface, const struct xil_service_callbacks *callbacks) {
     struct xil_service *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->interface = strdup(interface);
-    s->name = strdup(name);
     s->cb = callbacks;
-    if (!s->interface || !s->name) {
-        free(s->interface);
-        free(s->name);
+    if (!s->interface) {
         free(s);
         return NULL;
     }
     return s;
+}
+
+int xil_service_add_name(struct xil_service *s, const char *name) {
+    if (s->vtable || s->name_count >= NAMES_MAX) return -E2BIG;
+    if (!(s->names[s->name_count] = strdup(name))) return -ENOMEM;
+    return s->name_count++;
 }
 
 int xil_service_add_path(struct xil_service *s, const char *path) {
@@ -306,36 +319,41 @@ static int name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *e
  * every call still waiting with an error of its own making, which is no answer. */
 static int answered_on_open_bus(sd_bus_message *reply) { return p_sd_bus_is_open(p_sd_bus_message_get_bus(reply)) > 0; }
 
+static void served(struct name_asked *asked, int result, uint32_t pid) {
+    struct xil_service *s = asked->service;
+    s->cb->served(s->cb->context, s->names[asked->name], result, pid);
+}
+
 static int owner_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)error;
-    struct xil_service *s = userdata;
     if (!answered_on_open_bus(reply)) return 0;
     uint32_t pid = 0;
     if (!p_sd_bus_message_is_method_error(reply, NULL)) p_sd_bus_message_read(reply, "u", &pid);
-    s->cb->served(s->cb->context, 0, pid);
+    served(userdata, 0, pid);
     return 0;
 }
 
 static int name_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)error;
-    struct xil_service *s = userdata;
+    struct name_asked *asked = userdata;
     if (!answered_on_open_bus(reply)) return 0;
     if (p_sd_bus_message_is_method_error(reply, NULL)) {
         int e = p_sd_bus_message_get_errno(reply);
-        s->cb->served(s->cb->context, e > 0 ? -e : -EIO, 0);
+        served(asked, e > 0 ? -e : -EIO, 0);
         return 0;
     }
     uint32_t result = 0;
     int r = p_sd_bus_message_read(reply, "u", &result);
     if (r < 0) {
-        s->cb->served(s->cb->context, r, 0);
+        served(asked, r, 0);
     } else if (result == 1 || result == 4) {   /* the primary owner now, or already */
-        s->cb->served(s->cb->context, 1, 0);
+        served(asked, 1, 0);
     } else {
         /* Another program owns it: who, asked without waiting too. */
         r = p_sd_bus_call_method_async(p_sd_bus_message_get_bus(reply), NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                       "org.freedesktop.DBus", "GetConnectionUnixProcessID", owner_answered, s, "s", s->name);
-        if (r < 0) s->cb->served(s->cb->context, 0, 0);
+                                       "org.freedesktop.DBus", "GetConnectionUnixProcessID", owner_answered, asked, "s",
+                                       asked->service->names[asked->name]);
+        if (r < 0) served(asked, 0, 0);
     }
     return 0;
 }
@@ -375,7 +393,12 @@ int xil_service_serve(struct xil_service *s, sd_bus *bus) {
     if (r < 0) return r;
     s->bus = bus;
     /* Not queued: another owner is said, not waited for. */
-    return p_sd_bus_request_name_async(bus, NULL, s->name, 0, name_answered, s);
+    for (int i = 0; i < s->name_count; i++) {
+        s->asked[i] = (struct name_asked){s, i};
+        r = p_sd_bus_request_name_async(bus, NULL, s->names[i], 0, name_answered, &s->asked[i]);
+        if (r < 0) return r;
+    }
+    return 0;
 }
 
 int xil_service_emit(struct xil_service *s, int signal, uint32_t value) {

@@ -10,6 +10,8 @@ public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
     case socket
     /// org.freedesktop.ScreenSaver.Inhibit on the session bus (browsers, players).
     case dbus
+    /// org.freedesktop.PowerManagement.Inhibit on the session bus (VLC, OBS, Firefox, LibreOffice).
+    case powerManagement = "power-management"
     /// A logind idle inhibitor (`systemd-inhibit --what=idle`).
     case logind
     /// The X server: the saver turned off (`xset s off`) or suspended by a client.
@@ -31,6 +33,11 @@ public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
             HoldSourceRow(what: "org.freedesktop.ScreenSaver.Inhibit on the session bus (browsers, players)", lasts: "while it runs",
                           advice: "an application asked through org.freedesktop.ScreenSaver (a video or call); stop it, or run the agent with --no-screensaver-service",
                           flag: .onByDefault("--no-screensaver-service", help: "Do not serve org.freedesktop.ScreenSaver on the session bus (browsers' and players' inhibitors)."),
+                          startWaits: true)
+        case .powerManagement:
+            HoldSourceRow(what: "org.freedesktop.PowerManagement.Inhibit on the session bus (VLC, OBS, Firefox, LibreOffice)", lasts: "while it runs",
+                          advice: "an application asked through org.freedesktop.PowerManagement (a video or a recording); stop it, or run the agent with --no-power-management-service",
+                          flag: .onByDefault("--no-power-management-service", help: "Do not serve org.freedesktop.PowerManagement.Inhibit on the session bus (the inhibitors of VLC, OBS, Firefox and LibreOffice, where org.freedesktop.ScreenSaver is not theirs)."),
                           startWaits: true)
         case .logind:
             HoldSourceRow(what: "logind's idle inhibitors (`systemd-inhibit --what=idle`)", lasts: "while it runs",

@@ -145,7 +145,7 @@ private func completionsBash(_ script: String, _ words: [String]) throws -> [Str
     #expect(try completionsBash(path, ["xidlelock", "completions", ""]).starts(with: ["bash", "zsh", "fish"]))
     #expect(try completionsBash(path, ["xidlelock", "completions", "zsh", ""]) == [])
     #expect(try completionsBash(path, ["xidlelock", "run", "--noti"]) == ["--notify-before", "--notifier"])
-    #expect(try completionsBash(path, ["xidlelock", "run", "--no-"]) == ["--no-lock-before-sleep", "--no-logind", "--no-screensaver-service", "--no-config"])
+    #expect(try completionsBash(path, ["xidlelock", "run", "--no-"]) == ["--no-lock-before-sleep", "--no-logind", "--no-screensaver-service", "--no-power-management-service", "--no-config"])
     #expect(try completionsBash(path, ["xidlelock", "help", ""]) == Invocation.commands.map(\.name))
 }
 

@@ -586,3 +586,71 @@ extension DesktopTests {
         }
     }
 }
+
+extension DesktopTests {
+    @Suite struct PowerManagement {
+        static let names = ["org.freedesktop.PowerManagement", "org.freedesktop.PowerManagement.Inhibit"]
+
+        @Test("Inhibit through either name holds the lock off as source power-management; HasInhibit tells; UnInhibit, or the caller leaving the bus, ends it")
+        func inhibit() async throws {
+            let lockAfter = 4000
+            try await Sandbox.with(buses: true) { s in
+                let agent = try await s.startDisabledBusAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.grabbingLocker()])
+                try await agent.waitForLog(containing: "serving org.freedesktop.PowerManagement.Inhibit on the session bus")
+                #expect(try await s.bus("pm", Self.names[0], "HasInhibit") == "false")
+                let first = try s.startBusHelper(["pm-inhibit", Self.names[0], "vlc", "Playing some media.", "--until", "release1", "--uninhibit"],
+                                                 output: "holder1.out")
+                let second = try s.startBusHelper(["pm-inhibit", Self.names[1], "", "Recording", "--until", "release2"],
+                                                  output: "holder2.out")
+                let cookie1 = try await s.waitForNumber(in: "holder1.out")
+                let cookie2 = try await s.waitForNumber(in: "holder2.out")
+                #expect(cookie1 != 0 && cookie2 != 0 && cookie1 != cookie2, "cookies \(cookie1), \(cookie2)")
+                let held = try await s.inhibitors()
+                #expect(held.count == 2 && held.allSatisfy { $0["source"] as? String == "power-management" }, "\(held)")
+                #expect(held.contains { $0["why"] as? String == "vlc: Playing some media." }, "\(held)")
+                // No app name: no empty field before the reason.
+                #expect(held.contains { $0["why"] as? String == "Recording" }, "\(held)")
+                #expect(held.contains { ($0["who"] as? String ?? "").hasPrefix("pid \(second.processIdentifier) (python3), :") }, "\(held)")
+                for name in Self.names { #expect(try await s.bus("pm", name, "HasInhibit") == "true") }
+
+                #expect(try await s.client("enable").exit == .exited(0))
+                try await s.waitUntil("the server idle to pass the lock time by 1.5 s", every: .milliseconds(200)) {
+                    try await s.serverIdle() >= lockAfter + 1500
+                }
+                #expect(!s.exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
+
+                s.touch("release1")
+                #expect(try await first.waitForExit("the first holder") == .exited(0))
+                #expect(s.contents("holder1.out").contains("uninhibited"))
+                try await s.waitUntil("one inhibitor left") { try await s.inhibitors().count == 1 }
+                #expect(!s.exists("lockers.pids"), "locked while still inhibited\n\(agent.log)")
+
+                s.touch("release2")
+                #expect(try await second.waitForExit("the second holder") == .exited(0))
+                _ = try await s.waitForLines("lockers.pids")
+                #expect(try await s.inhibitors().isEmpty)
+                #expect(try await s.bus("pm", Self.names[1], "HasInhibit") == "false")
+                s.touch("unlock")
+            }
+        }
+
+        @Test("--no-power-management-service serves neither name; a policy without power-management refuses its holds")
+        func offAndRefused() async throws {
+            try await Sandbox.with(buses: true) { s in
+                _ = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.grabbingLocker(), "--no-power-management-service"])
+                let status = try await s.status()
+                #expect((status["desktop"] as? [String: Any])?["power_management_service"] as? Bool == false, "\(status)")
+                #expect((try? await s.bus("pm", Self.names[0], "HasInhibit")) == nil)
+            }
+            try await Sandbox.with(buses: true) { s in
+                try s.writePolicy("inhibit-from dbus\n")
+                let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.grabbingLocker()])
+                try await agent.waitForLog(containing: "serving org.freedesktop.PowerManagement.Inhibit on the session bus")
+                let holder = try s.startBusHelper(["pm-inhibit", Self.names[0], "vlc", "film", "--until", "release"], output: "holder.out")
+                #expect(try await holder.waitForExit("the refused holder") != .exited(0))
+                #expect(s.contents("holder.out").contains("AccessDenied: refused: the policy's inhibit-from allows dbus"), "\(s.contents("holder.out"))")
+                #expect(try await s.inhibitors().isEmpty)
+            }
+        }
+    }
+}

@@ -402,3 +402,23 @@ private func docsFlagsPage(_ help: (main: String, commands: [DocsCommand], other
         Issue.record("docs/flags.md lacks \(flag)")
     }
 }
+
+/// The lists of source words in the man page (`ignore=`, the policy's `inhibit-from`)
+/// and the admin guide name every source the binary knows, and no other.
+@Test func docsListEverySourceOfHolds() throws {
+    let man = try String(contentsOf: docsPackageRoot.appendingPathComponent("man/xidlelock.1"), encoding: .utf8)
+    let admin = try String(contentsOf: docsPackageRoot.appendingPathComponent("docs/admin.md"), encoding: .utf8)
+    let words = InhibitorSource.allCases.map(\.rawValue)
+    func manList(after start: String, until end: String) -> [String] {
+        guard let from = man.range(of: start), let to = man.range(of: end, range: from.upperBound..<man.endIndex) else { return [] }
+        return man[from.upperBound..<to.lowerBound].split(separator: "\n").compactMap { line in
+            guard line.hasPrefix(".B ") || line.hasPrefix(".BR ") || line.hasPrefix(".RB ") else { return nil }
+            let word = line.split(separator: " ").dropFirst().first { $0 != "(" }.map(String.init) ?? ""
+            return word.replacingOccurrences(of: "\\-", with: "-")
+        }.filter { $0 != "all" && $0 != "none" }
+    }
+    #expect(Set(manList(after: "lists the holds it fires through, by source", until: "of them.")) == Set(words))
+    #expect(Set(manList(after: "Which sources may hold the lock off: a comma-separated list of", until: "The inhibitors of the others")) == Set(words))
+    let adminLine = admin.split(separator: "\n").first { $0.hasPrefix("| `inhibit-from LIST` | which sources") } ?? ""
+    for word in words { #expect(adminLine.contains("`\(word)`"), "docs/admin.md's inhibit-from row lacks \(word)") }
+}

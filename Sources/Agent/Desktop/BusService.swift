@@ -27,21 +27,25 @@ final class BusService {
         }
     }
 
-    let name: String
+    /// Its well-known names (the first is its own; another is one that older clients call).
+    let names: [String]
+    var name: String { names[0] }
     private let methods: [Method]
     private let signals: [String]
     private var service: OpaquePointer?
     private var callbacks: UnsafeMutablePointer<xil_service_callbacks>
     /// Callers that left the bus.
     var onCallerGone: (String) -> Void = { _ in }
-    /// The bus's answer to asking for the name: 1 ours, 0 another's (its pid), -errno.
-    var onServed: (Int32, UInt32) -> Void = { _, _ in }
-    /// The name is ours (said by the bus).
-    private(set) var ownsName = false
+    /// The bus's answer to asking for a name: 1 ours, 0 another's (its pid), -errno.
+    var onServed: (String, Int32, UInt32) -> Void = { _, _, _ in }
+    /// The names the bus said are ours.
+    private(set) var owned: Set<String> = []
+    /// Its own name is ours.
+    var ownsName: Bool { owned.contains(name) }
 
     /// `signals`: each as (name, signature) with one basic type or none.
-    init(name: String, interface: String, paths: [String], methods: [Method], signals: [(String, String)] = []) {
-        self.name = name
+    init(names: [String], interface: String, paths: [String], methods: [Method], signals: [(String, String)] = []) {
+        self.names = names
         self.methods = methods
         self.signals = signals.map(\.0)
         callbacks = .allocate(capacity: 1)
@@ -54,20 +58,22 @@ final class BusService {
         callbacks.pointee.caller_gone = { context, sender in
             Unmanaged<BusService>.fromOpaque(context!).takeUnretainedValue().onCallerGone(String(cString: sender!))
         }
-        callbacks.pointee.served = { context, result, owner in
+        callbacks.pointee.served = { context, name, result, owner in
             let service = Unmanaged<BusService>.fromOpaque(context!).takeUnretainedValue()
-            service.ownsName = result == 1
-            service.onServed(result, owner)
+            let name = String(cString: name!)
+            if result == 1 { service.owned.insert(name) } else { service.owned.remove(name) }
+            service.onServed(name, result, owner)
         }
         // The table is fixed: a refusal here is a mistake in it, found by any test that serves it.
-        guard let service = xil_service_new(interface, name, callbacks) else { return }
-        for path in paths { precondition(xil_service_add_path(service, path) >= 0, "\(name): path \(path)") }
+        guard let service = xil_service_new(interface, callbacks) else { return }
+        for name in names { precondition(xil_service_add_name(service, name) >= 0, "\(name): too many names") }
+        for path in paths { precondition(xil_service_add_path(service, path) >= 0, "\(names[0]): path \(path)") }
         for method in methods {
             precondition(xil_service_add_method(service, method.name, method.takes, method.returns, method.needsCaller ? 1 : 0) >= 0,
-                         "\(name): method \(method.name)")
+                         "\(names[0]): method \(method.name)")
         }
         for (signal, signature) in signals {
-            precondition(xil_service_add_signal(service, signal, signature) >= 0, "\(name): signal \(signal)")
+            precondition(xil_service_add_signal(service, signal, signature) >= 0, "\(names[0]): signal \(signal)")
         }
         self.service = service
     }
@@ -80,7 +86,7 @@ final class BusService {
 
     /// The bus is gone: its callers are forgotten (what they held ends with `sourceLost`).
     func forget() {
-        ownsName = false
+        owned = []
         if let service { xil_service_forget(service) }
     }
 

@@ -13,6 +13,8 @@ protocol DesktopAgent: AnyObject {
     var idleTime: Millis { get }
     /// What logind was last told (LockedHint, IdleHint): told again to a new connection.
     var hints: (locked: Bool, idle: Bool) { get }
+    /// Whether a hold of this source is in place now.
+    func holds(from source: InhibitorSource) -> Bool
     func addSource(_ source: EventSource)
 }
 
@@ -25,7 +27,7 @@ protocol DesktopAgent: AnyObject {
 /// says so once, and joins the bus when it answers.
 final class DesktopServices {
     /// Every service of holds the agent can serve on the session bus.
-    static var sessionServices: [SessionService.Type] { [ScreenSaverService.self] }
+    static var sessionServices: [SessionService.Type] { [ScreenSaverService.self, PowerManagementService.self] }
 
     struct Settings {
         /// The session services to serve (those the user follows).
@@ -149,18 +151,17 @@ final class DesktopServices {
         guard let session else { return }
         for service in services {
             let r = service.bus.serve(on: session.bus)
-            if r < 0 { served(service, r, owner: 0) }
+            if r < 0 { served(service, service.bus.name, r, owner: 0) }
         }
     }
 
     private func installServed(_ service: SessionService) {
-        service.bus.onServed = { [unowned self, unowned service] result, owner in served(service, result, owner: owner) }
+        service.bus.onServed = { [unowned self, unowned service] name, result, owner in served(service, name, result, owner: owner) }
     }
 
     /// The bus's answer to our asking for a service's name.
-    private func served(_ service: SessionService, _ r: Int32, owner: UInt32) {
+    private func served(_ service: SessionService, _ name: String, _ r: Int32, owner: UInt32) {
         let source = type(of: service).source
-        let name = service.bus.name
         if r == 1 {
             Log.write(.info, "serving \(name) on the session bus (\(source.row.what) can hold the lock off)")
             // Clients take their inhibitors again once they see the name appear: the

@@ -31,7 +31,7 @@ final class ScreenSaverService: SessionService {
     init(agent: DesktopAgent) {
         let holds = BusHolds(source: Self.source, agent: agent)
         bus = BusService(
-            name: "org.freedesktop.ScreenSaver", interface: "org.freedesktop.ScreenSaver",
+            names: ["org.freedesktop.ScreenSaver"], interface: "org.freedesktop.ScreenSaver",
             paths: ["/org/freedesktop/ScreenSaver", "/ScreenSaver"],
             methods: [
                 .init("Inhibit", takes: "ss", returns: "u", needsCaller: true) { holds.inhibit($0, app: $0.text(0), reason: $0.text(1)) },

@@ -20,21 +20,22 @@ struct xil_service_callbacks {
     void (*call)(void *context, int method, struct xil_call *call);
     /* A caller left the bus (or its pid could not be known: it was gone). */
     void (*caller_gone)(void *context, const char *sender);
-    /* The bus's answer to asking for the name: 1 ours, 0 another program owns it
+    /* The bus's answer to asking for a name: 1 ours, 0 another program owns it
      * (its pid, or 0), or -errno. */
-    void (*served)(void *context, int result, uint32_t owner_pid);
+    void (*served)(void *context, const char *name, int result, uint32_t owner_pid);
 };
 
-/* A service of `interface` asking for the name `name`; NULL without memory.
- * `callbacks` must outlive it. */
-struct xil_service *xil_service_new(const char *interface, const char *name, const struct xil_service_callbacks *callbacks);
+/* A service of `interface`; NULL without memory. `callbacks` must outlive it. */
+struct xil_service *xil_service_new(const char *interface, const struct xil_service_callbacks *callbacks);
+/* A well-known name it asks for (at most 2). Its index, or -errno. */
+int xil_service_add_name(struct xil_service *service, const char *name);
 int xil_service_add_path(struct xil_service *service, const char *path);
 /* `in`: basic types only (s o u i b), at most 8; `out`: "" or one basic type.
  * needs_caller: the call waits for the caller's pid. Its index, or -errno. */
 int xil_service_add_method(struct xil_service *service, const char *name, const char *in, const char *out, int needs_caller);
 /* `signature`: "" or one basic type. Its index, or -errno. */
 int xil_service_add_signal(struct xil_service *service, const char *name, const char *signature);
-/* Serves it on `bus` (at every path) and asks for the name without waiting
+/* Serves it on `bus` (at every path) and asks for its names without waiting
  * (answered through `served`). 0 or -errno. */
 int xil_service_serve(struct xil_service *service, sd_bus *bus);
 /* The bus is gone: its callers are forgotten, and the service can be served again. */

@@ -48,6 +48,10 @@ Not D-Bus, for the guard's tests:
                                             Inhibit, print the cookie, stay on the bus until FILE
                                             exists, then UnInhibit (or just leave) and exit
     bus.py own-screensaver --until FILE     own org.freedesktop.ScreenSaver until FILE exists
+    bus.py pm NAME METHOD [ARGS...]         a call on org.freedesktop.PowerManagement.Inhibit
+                                            at bus name NAME; prints the answer
+    bus.py pm-inhibit NAME APP REASON --until FILE [--uninhibit]
+                                            as ss-inhibit, on org.freedesktop.PowerManagement.Inhibit
     bus.py watch-active                     print every ActiveChanged signal (both paths)
     bus.py ss-inhibit ... --name            also print the caller's unique name (`name :1.N`)
     bus.py ss-inhibit-many PATH COUNT --until FILE [--window N]
@@ -106,6 +110,8 @@ UPOWER = 'org.freedesktop.UPower'
 UPOWER_PATH = '/org/freedesktop/UPower'
 PROPERTIES = 'org.freedesktop.DBus.Properties'
 SCREENSAVER = 'org.freedesktop.ScreenSaver'
+PM_INHIBIT = 'org.freedesktop.PowerManagement.Inhibit'
+PM_INHIBIT_PATH = '/org/freedesktop/PowerManagement/Inhibit'
 
 
 def fail(message):
@@ -876,14 +882,25 @@ def main():
             fail(f'{e.get_dbus_name()}: {e.get_dbus_message()}')
         if answer is not None:
             print(json.dumps(bool(answer) if isinstance(answer, dbus.Boolean) else int(answer)))
-    elif command == 'ss-inhibit':
+    elif command == 'pm':
+        name, method = args[0], args[1]
+        obj = dbus.SessionBus().get_object(name, PM_INHIBIT_PATH, introspect=False)
+        try:
+            answer = getattr(obj, method)(*convert(method, args[2:]), dbus_interface=PM_INHIBIT)
+        except dbus.exceptions.DBusException as e:
+            fail(f'{e.get_dbus_name()}: {e.get_dbus_message()}')
+        if answer is not None:
+            print(json.dumps(bool(answer) if isinstance(answer, dbus.Boolean) else int(answer)))
+    elif command in ('ss-inhibit', 'pm-inhibit'):
         path, app, reason = args[0], args[1], args[2]
         until = args[args.index('--until') + 1]
         record_pid()
         bus = dbus.SessionBus()
-        obj = bus.get_object(SCREENSAVER, path, introspect=False)
+        # pm-inhibit: PATH is the bus name (the object is PowerManagement's one path).
+        name, path, interface = (SCREENSAVER, path, SCREENSAVER) if command == 'ss-inhibit' else (path, PM_INHIBIT_PATH, PM_INHIBIT)
+        obj = bus.get_object(name, path, introspect=False)
         try:
-            cookie = obj.Inhibit(app, reason, dbus_interface=SCREENSAVER)
+            cookie = obj.Inhibit(app, reason, dbus_interface=interface)
         except dbus.exceptions.DBusException as e:
             fail(f'{e.get_dbus_name()}: {e.get_dbus_message()}')
         print(int(cookie), flush=True)
@@ -891,7 +908,7 @@ def main():
             print(f'name {bus.get_unique_name()}', flush=True)
         wait_for_file(until)
         if '--uninhibit' in args:
-            obj.UnInhibit(cookie, dbus_interface=SCREENSAVER)
+            obj.UnInhibit(cookie, dbus_interface=interface)
             print('uninhibited', flush=True)
     elif command == 'ss-inhibit-many':
         ss_inhibit_many(args)
