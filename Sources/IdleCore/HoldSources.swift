@@ -12,6 +12,9 @@ public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
     case dbus
     /// org.freedesktop.PowerManagement.Inhibit on the session bus (VLC, OBS, Firefox, LibreOffice).
     case powerManagement = "power-management"
+    /// `--session-manager-service`: org.gnome.SessionManager.Inhibit with the idle flag
+    /// (GTK applications, `gnome-session-inhibit --inhibit idle`).
+    case sessionManager = "session-manager"
     /// A logind idle inhibitor (`systemd-inhibit --what=idle`).
     case logind
     /// The X server: the saver turned off (`xset s off`) or suspended by a client.
@@ -38,6 +41,11 @@ public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
             HoldSourceRow(what: "org.freedesktop.PowerManagement.Inhibit on the session bus (VLC, OBS, Firefox, LibreOffice)", lasts: "while it runs",
                           advice: "an application asked through org.freedesktop.PowerManagement (a video or a recording); stop it, or run the agent with --no-power-management-service",
                           flag: .onByDefault("--no-power-management-service", help: "Do not serve org.freedesktop.PowerManagement.Inhibit on the session bus (the inhibitors of VLC, OBS, Firefox and LibreOffice, where org.freedesktop.ScreenSaver is not theirs)."),
+                          startWaits: true)
+        case .sessionManager:
+            HoldSourceRow(what: "org.gnome.SessionManager.Inhibit with the idle flag on the session bus (GTK applications: Totem, Evince, Clapper; gnome-session-inhibit)", lasts: "while it runs",
+                          advice: "a GTK application (a film, a slideshow) or `gnome-session-inhibit` asked through org.gnome.SessionManager; stop it, or drop --session-manager-service",
+                          flag: .optIn("--session-manager-service", help: "Serve org.gnome.SessionManager's Inhibit on the session bus, so that GTK applications (Totem, Evince's slideshow, Clapper) and gnome-session-inhibit hold the lock off without xdg-desktop-portal. Off by default: where the name has an owner, xdg-utils takes the session for GNOME (xdg-open opens through gio, xdg-screensaver no longer turns the X saver off)."),
                           startWaits: true)
         case .logind:
             HoldSourceRow(what: "logind's idle inhibitors (`systemd-inhibit --what=idle`)", lasts: "while it runs",

@@ -654,3 +654,59 @@ extension DesktopTests {
         }
     }
 }
+
+extension DesktopTests {
+    /// `--session-manager-service`, with Debian's own gnome-session-inhibit as the client.
+    @Suite struct SessionManager {
+        static let inhibitor = "/usr/bin/gnome-session-inhibit"
+
+        @Test("gnome-session-inhibit --inhibit idle holds the lock off while its command runs; suspend alone holds nothing",
+              .enabled(if: FileManager.default.isExecutableFile(atPath: inhibitor), "gnome-session-bin is not installed"))
+        func gnomeSessionInhibit() async throws {
+            let lockAfter = 4000
+            try await Sandbox.with(buses: true) { s in
+                let agent = try await s.startDisabledBusAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.grabbingLocker(),
+                                                               "--session-manager-service"])
+                try await agent.waitForLog(containing: "serving org.gnome.SessionManager on the session bus")
+                let waitForRelease = "while [ ! -e release ]; do sleep 0.05; done; echo released"
+                let suspendOnly = try s.startBackground(Self.inhibitor, ["--inhibit", "suspend", "sh", "-c", "echo started; " + waitForRelease],
+                                                        output: "suspend.out")
+                let idle = try s.startBackground(Self.inhibitor, ["--inhibit", "idle", "--app-id", "org.example.Film", "--reason", "Playing",
+                                                                  "sh", "-c", "echo started; " + waitForRelease], output: "idle.out")
+                _ = try await s.waitForLines("suspend.out")
+                _ = try await s.waitForLines("idle.out")
+                try await s.waitUntil("the idle inhibitor in status") { try await s.inhibitors().count == 1 }
+                let held = try await s.inhibitors()
+                #expect(held.first?["source"] as? String == "session-manager", "\(held)")
+                #expect(held.first?["why"] as? String == "org.example.Film: Playing", "\(held)")
+                #expect((held.first?["who"] as? String ?? "").hasPrefix("pid \(idle.processIdentifier) (gnome-session-i"), "\(held)")
+
+                #expect(try await s.client("enable").exit == .exited(0))
+                try await s.waitUntil("the server idle to pass the lock time by 1.5 s", every: .milliseconds(200)) {
+                    try await s.serverIdle() >= lockAfter + 1500
+                }
+                #expect(!s.exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
+
+                s.touch("release")
+                #expect(try await idle.waitForExit("gnome-session-inhibit --inhibit idle") == .exited(0))
+                #expect(try await suspendOnly.waitForExit("gnome-session-inhibit --inhibit suspend") == .exited(0))
+                _ = try await s.waitForLines("lockers.pids")
+                #expect(try await s.inhibitors().isEmpty)
+                s.touch("unlock")
+            }
+        }
+
+        @Test("without --session-manager-service the name is not owned (xdg-utils keeps its generic desktop)")
+        func offByDefault() async throws {
+            try await Sandbox.with(buses: true) { s in
+                _ = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.grabbingLocker()])
+                let status = try await s.status()
+                #expect((status["desktop"] as? [String: Any])?["session_manager_service"] as? Bool == false, "\(status)")
+                let owner = try await s.run("/usr/bin/dbus-send", ["--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                                                                   "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
+                                                                   "string:org.gnome.SessionManager"])
+                #expect(owner.stdout.contains("boolean false"), "\(owner)")
+            }
+        }
+    }
+}

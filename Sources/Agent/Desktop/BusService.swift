@@ -29,7 +29,8 @@ final class BusService {
 
     /// Its well-known names (the first is its own; another is one that older clients call).
     let names: [String]
-    var name: String { names[0] }
+    var name: String { names.first ?? interface }
+    let interface: String
     private let methods: [Method]
     private let signals: [String]
     private var service: OpaquePointer?
@@ -46,6 +47,7 @@ final class BusService {
     /// `signals`: each as (name, signature) with one basic type or none.
     init(names: [String], interface: String, paths: [String], methods: [Method], signals: [(String, String)] = []) {
         self.names = names
+        self.interface = interface
         self.methods = methods
         self.signals = signals.map(\.0)
         callbacks = .allocate(capacity: 1)
@@ -67,13 +69,13 @@ final class BusService {
         // The table is fixed: a refusal here is a mistake in it, found by any test that serves it.
         guard let service = xil_service_new(interface, callbacks) else { return }
         for name in names { precondition(xil_service_add_name(service, name) >= 0, "\(name): too many names") }
-        for path in paths { precondition(xil_service_add_path(service, path) >= 0, "\(names[0]): path \(path)") }
+        for path in paths { precondition(xil_service_add_path(service, path) >= 0, "\(interface): path \(path)") }
         for method in methods {
             precondition(xil_service_add_method(service, method.name, method.takes, method.returns, method.needsCaller ? 1 : 0) >= 0,
-                         "\(names[0]): method \(method.name)")
+                         "\(interface): method \(method.name)")
         }
         for (signal, signature) in signals {
-            precondition(xil_service_add_signal(service, signal, signature) >= 0, "\(names[0]): signal \(signal)")
+            precondition(xil_service_add_signal(service, signal, signature) >= 0, "\(interface): signal \(signal)")
         }
         self.service = service
     }

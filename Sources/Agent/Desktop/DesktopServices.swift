@@ -27,7 +27,7 @@ protocol DesktopAgent: AnyObject {
 /// says so once, and joins the bus when it answers.
 final class DesktopServices {
     /// Every service of holds the agent can serve on the session bus.
-    static var sessionServices: [SessionService.Type] { [ScreenSaverService.self, PowerManagementService.self] }
+    static var sessionServices: [SessionService.Type] { [ScreenSaverService.self, PowerManagementService.self, SessionManagerService.self] }
 
     struct Settings {
         /// The session services to serve (those the user follows).
@@ -136,7 +136,7 @@ final class DesktopServices {
             sayOnce("lost-session", .warning, "lost the session bus (\(String(cString: strerror(code)))): \(servedNames) \(services.count == 1 ? "is" : "are") not served until it is back; locking goes on")
             // Their callers can no longer end their inhibitors: they end now (fail closed).
             for service in services {
-                service.bus.forget()
+                for object in [service.bus] + service.also { object.forget() }
                 agent?.request(.sourceLost(type(of: service).source))
             }
             failed("session", code, lost: true)
@@ -150,6 +150,9 @@ final class DesktopServices {
     private func sessionReady() {
         guard let session else { return }
         for service in services {
+            for object in service.also where object.serve(on: session.bus) < 0 {
+                Log.write(.warning, "cannot serve \(object.interface) of \(service.bus.name)")
+            }
             let r = service.bus.serve(on: session.bus)
             if r < 0 { served(service, service.bus.name, r, owner: 0) }
         }

@@ -10,11 +10,14 @@ protocol SessionService: AnyObject {
     static var statusKey: String { get }
     init(agent: DesktopAgent)
     var bus: BusService { get }
+    /// More objects it serves, under no name of their own.
+    var also: [BusService] { get }
     /// Something the machine announced that the service tells its clients.
     func announce(_ announcement: Announcement)
 }
 
 extension SessionService {
+    var also: [BusService] { [] }
     func announce(_ announcement: Announcement) {}
 }
 
