@@ -50,8 +50,10 @@ def find_xidlelock():
 
 
 XIDLELOCK = find_xidlelock()
-# Tests/TestWindow, built beside the agent (swift build): a window for xdg-screensaver.
-TESTWINDOW = os.path.join(os.path.dirname(XIDLELOCK or ROOT), "TestWindow")
+# Tests/TestWindow (swift build builds it beside the agent): a window for xdg-screensaver.
+TESTWINDOW = next((p for p in (os.path.join(os.path.dirname(XIDLELOCK or ROOT), "TestWindow"),
+                               os.path.join(ROOT, ".build", "debug", "TestWindow")) if os.access(p, os.X_OK)),
+                  os.path.join(ROOT, ".build", "debug", "TestWindow"))
 AS_ROOT = os.geteuid() == 0
 # The integration tests' D-Bus helper (python3-dbusmock's logind, GetSessionByPID).
 BUS_PY = os.path.join(ROOT, "Tests", "IntegrationTests", "Harness", "bus.py")
@@ -689,6 +691,7 @@ def main():
     text = report(rows, agents, want_portal, skipped, results, args.lock)
     print(text)
     if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write(text)
 
