@@ -698,10 +698,11 @@ def main():
 
 def report(rows, agents, want_portal, skipped, results, lock):
     L = []
+    binary = "–" if not XIDLELOCK else os.path.relpath(XIDLELOCK, ROOT) if XIDLELOCK.startswith(ROOT) else XIDLELOCK
     build = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h %cs"], capture_output=True, text=True).stdout.strip()
     L.append(f"Measured {datetime.date.today()} by `bench/players.sh` (lock time {lock} s; held = no lock for "
              f"{2 * lock} s after the last input while the application plays; then `kill -9` of its process group, "
-             f"and the time to the lock). xidlelock {os.path.relpath(XIDLELOCK, ROOT) if XIDLELOCK else '–'} "
+             f"and the time to the lock). xidlelock {binary} "
              f"at {build}; xss-lock {version('xss-lock')} with `xset s {lock} 0`.")
     L.append("")
     head = ["application"]
