@@ -51,7 +51,7 @@ RELEASE_BIN = .build/release/xidlelock
 GEN = .build/packaging
 
 .PHONY: all build release run test deps test-deps clean install uninstall deb packaging-check bench \
-	fuzz fuzz-short check-sanitizers startup-order test-desktop
+	fuzz fuzz-short check-sanitizers startup-order test-desktop bench-players
 
 all: release
 
@@ -195,6 +195,15 @@ bench: release
 	@sh .ci/install-packages bench
 	$(SWIFT) build $(RELEASE_FLAGS) --product IdleCoreBench
 	python3 bench/bench.py $(if $(QUICK),--quick)
+
+# Issue #31's table: real players and presenters from Debian on Xvfb with a private
+# session bus, under xidlelock and xss-lock: held while playing, the time to the lock
+# after kill -9, what status names, what each application calls on the bus. About
+# 15 minutes. `make bench-players ARGS='--rows totem,vlc --lock 8'` passes options.
+bench-players: release
+	@sh .ci/install-packages players
+	$(SWIFT) build --product TestWindow
+	XIDLELOCK=$(RELEASE_BIN) bash bench/players.sh --out bench/results/players.md $(ARGS)
 
 # Rewrites bench/startup.order from a callgrind run of `xidlelock idle` (needs valgrind).
 startup-order: release
