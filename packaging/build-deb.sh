@@ -92,7 +92,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_size
 Depends: $depends
-Recommends: xsecurelock | i3lock | slock, libsystemd0
+Recommends: xsecurelock | i3lock | slock, libsystemd0, xdg-desktop-portal-gtk
 Suggests: brightnessctl | xbacklight, pcscd, libpcsclite1
 Section: x11
 Priority: optional
