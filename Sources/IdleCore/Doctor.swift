@@ -329,6 +329,37 @@ public enum Doctor {
                               fix: "check systemd-journald (`systemctl status systemd-journald`); the entries come back to the journal once it reads again")]
     }
 
+    /// Each service of holds on the session bus: served, off, or whose it is (a desktop's
+    /// own service keeps its name: the agent never fights over one); and whether GTK
+    /// applications have a way to hold the lock off.
+    public static func serviceFindings(_ desktop: JSONValue) -> [DoctorFinding] {
+        guard case .array(let services)? = desktop["services"] else { return [] }
+        var findings: [DoctorFinding] = []
+        var served: [String] = []
+        var sessionManagerServed = false
+        for service in services {
+            let source = service["source"]?.string ?? "?"
+            let state = ClientText.sanitized(service["state"]?.string ?? "?", maxBytes: 400)
+            let names = service["names"]?.array?.compactMap(\.string) ?? []
+            if state == "off" { continue }
+            let parts = state.split(separator: ";").map { $0.trimmingCharacters(in: " ") }
+            if parts.allSatisfy({ $0.hasSuffix(": served") }) {
+                served += names
+                if source == InhibitorSource.sessionManager.rawValue { sessionManagerServed = true }
+            } else {
+                let off = service["off_flag"]?.string.map { " (or leave it to that program with \($0))" } ?? ""
+                findings.append(DoctorFinding("session bus", .warning, state,
+                                              fix: "the other program's inhibitors hold only its own desktop's lock; quit it if xidlelock is your locker\(off)"))
+            }
+        }
+        if !served.isEmpty { findings.append(DoctorFinding("session bus", .ok, "serving " + served.joined(separator: ", "))) }
+        if !sessionManagerServed && desktop["inhibit_portal"] == .null {
+            findings.append(DoctorFinding("session bus", .warning, "GTK applications (Totem, Evince's slideshow, Clapper) cannot hold the lock off: no desktop portal relays their inhibitors and org.gnome.SessionManager is not served, so the screen locks during their films and slideshows",
+                                          fix: "install xdg-desktop-portal-gtk, or run the agent with --session-manager-service"))
+        }
+        return findings
+    }
+
     static func desktopFindings(_ desktop: JSONValue?) -> [DoctorFinding] {
         guard let desktop, case .object(let members) = desktop, !members.isEmpty else { return [] }
         var findings: [DoctorFinding] = []
@@ -340,10 +371,8 @@ public enum Doctor {
         if desktop["session_bus"]?.bool == false {
             findings.append(DoctorFinding("session bus", .warning, "\(why("session")): browsers' and players' inhibitors (org.freedesktop.ScreenSaver) are not seen (locking goes on)",
                                           fix: "start the session with a D-Bus session bus (dbus-run-session, or your display manager)"))
-        } else if desktop["screensaver_service"]?.bool == false {
-            findings.append(DoctorFinding("session bus", .warning, "org.freedesktop.ScreenSaver is owned by another program: its inhibitors are not seen by xidlelock"))
         } else {
-            findings.append(DoctorFinding("session bus", .ok, "serving org.freedesktop.ScreenSaver"))
+            findings += serviceFindings(desktop)
         }
         if desktop["system_bus"]?.bool == false {
             findings.append(DoctorFinding("system bus", .warning, "\(why("system")): no lock before sleep, no lock-session (locking goes on)"))

@@ -2,7 +2,7 @@
 /// Package.swift: it is left out of the binary for start-up time).
 extension Substring {
     /// The first place `target` (not empty) occurs, compared as characters.
-    func firstRange(matching target: String) -> Range<Index>? {
+    public func firstRange(matching target: String) -> Range<Index>? {
         guard let first = target.first else { return nil }
         var start = startIndex
         while let found = self[start...].firstIndex(of: first) {
@@ -16,7 +16,7 @@ extension Substring {
 }
 
 extension String {
-    func firstRange(matching target: String) -> Range<Index>? { self[...].firstRange(matching: target) }
+    public func firstRange(matching target: String) -> Range<Index>? { self[...].firstRange(matching: target) }
 
     /// Every non-overlapping `target` (not empty), left to right, replaced by `replacement`.
     func replacingEvery(_ target: String, with replacement: String) -> String {

@@ -76,6 +76,33 @@ struct DoctorDiagnosisTests {
         #expect(report.text.contains("warning  audit: the systemd journal is not taking entries: 12 audit entries went to the agent's stderr instead"))
     }
 
+    /// A status's desktop part: the session bus joined, the services as given.
+    static func desktop(services: [(String, String)], portal: String?) throws -> JSONValue {
+        let list = services.map { "{\"source\":\"\($0.0)\",\"names\":[\"org.example.\($0.0)\"],\"state\":\"\($0.1)\",\"off_flag\":null}" }
+        return try JSONValue(parsing: """
+            {"session_bus":true,"system_bus":true,"logind_session":"/s","services":[\(list.joined(separator: ","))],
+             "inhibit_portal":\(portal.map { "\"\($0)\"" } ?? "null")}
+            """)
+    }
+
+    @Test("each service of holds: served, or whose name it is and what is not seen; GTK's way to hold the lock off, or how to give it one")
+    func sessionBusServices() throws {
+        let owned = "org.example.dbus: owned by another program (pid 42, light-locker): its inhibitors are not seen by xidlelock"
+        let findings = Doctor.serviceFindings(try Self.desktop(
+            services: [("dbus", owned), ("power-management", "org.example.power-management: served"), ("session-manager", "off")],
+            portal: nil))
+        #expect(findings.contains { $0.level == .warning && $0.detail == owned }, "\(findings)")
+        #expect(findings.contains { $0.level == .ok && $0.detail == "serving org.example.power-management" }, "\(findings)")
+        let gtk = findings.first { $0.detail.hasPrefix("GTK applications") }
+        #expect(gtk?.level == .warning && gtk?.fix?.hasPrefix("install xdg-desktop-portal-gtk, or run the agent with --session-manager-service") == true, "\(findings)")
+        // A portal installed, or the session manager served: GTK has its way, nothing to say.
+        for (manager, portal) in [("off", "/usr/share/xdg-desktop-portal/portals/gtk.portal"),
+                                  ("org.example.session-manager: served", nil)] {
+            let quiet = Doctor.serviceFindings(try Self.desktop(services: [("session-manager", manager)], portal: portal))
+            #expect(!quiet.contains { $0.detail.hasPrefix("GTK applications") }, "\(quiet)")
+        }
+    }
+
     @Test("each broken part is a problem with what to do", arguments: [
         ("no agent", "agent", "systemctl --user start xidlelock"),
         ("no locker", "locker", "install one"),

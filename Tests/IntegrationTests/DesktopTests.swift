@@ -397,6 +397,11 @@ extension DesktopTests {
                 #expect(agent.log.contains("org.freedesktop.ScreenSaver is owned by another program (pid \(owner.processIdentifier), python3)"),
                         "\(agent.log)")
                 #expect(try await s.desktopStatus()["screensaver_service"] as? Bool == false)
+                // Doctor says whose it is and what is then not seen; the other services are served.
+                let doctor = try await s.doctor()
+                #expect(doctor.stdout.contains("org.freedesktop.ScreenSaver: owned by another program (pid \(owner.processIdentifier), python3): its inhibitors are not seen by xidlelock"),
+                        "\(doctor.stdout)")
+                #expect(doctor.stdout.contains("serving org.freedesktop.PowerManagement, org.freedesktop.PowerManagement.Inhibit"), "\(doctor.stdout)")
             }
         }
     }

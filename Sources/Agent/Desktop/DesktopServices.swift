@@ -60,6 +60,10 @@ final class DesktopServices {
     private var forgedSinceLogged = 0
     /// The services of holds served whenever the session bus is there.
     private let services: [SessionService]
+    /// What the bus answered for each of their names ("served", "owned by …"), for status and doctor.
+    private var nameStates: [String: String] = [:]
+    /// The desktop portal that relays GTK's inhibitors to org.freedesktop.ScreenSaver, if one is installed.
+    private let inhibitPortal = DesktopServices.findInhibitPortal()
     /// logind said our session is not the one in front (what the machine was told last).
     private var sessionInactive = false
     private var said: Set<String> = []
@@ -135,6 +139,7 @@ final class DesktopServices {
             }
             sayOnce("lost-session", .warning, "lost the session bus (\(String(cString: strerror(code)))): \(servedNames) \(services.count == 1 ? "is" : "are") not served until it is back; locking goes on")
             // Their callers can no longer end their inhibitors: they end now (fail closed).
+            nameStates = [:]
             for service in services {
                 for object in [service.bus] + service.also { object.forget() }
                 agent?.request(.sourceLost(type(of: service).source))
@@ -166,17 +171,18 @@ final class DesktopServices {
     private func served(_ service: SessionService, _ name: String, _ r: Int32, owner: UInt32) {
         let source = type(of: service).source
         if r == 1 {
+            nameStates[name] = "served"
             Log.write(.info, "serving \(name) on the session bus (\(source.row.what) can hold the lock off)")
             // Clients take their inhibitors again once they see the name appear: the
             // first stage gives them a moment (within the start's wait).
             agent?.perform(.sourceReady(source, settle: .seconds(1)))
             return
         }
-        if r == 0 {
-            Log.write(.warning, "\(name) is owned by another program (pid \(owner), \(processName(pid_t(owner)))): its inhibitors are not seen by xidlelock")
-        } else {
-            Log.write(.warning, "cannot serve \(name): \(String(cString: strerror(-r)))")
-        }
+        // Never fought over: the desktop's own service (light-locker, xfce4-power-manager) keeps it.
+        nameStates[name] = r == 0
+            ? "owned by another program (pid \(owner), \(processName(pid_t(owner)))): its inhibitors are not seen by xidlelock"
+            : "cannot be served: \(String(cString: strerror(-r)))"
+        Log.write(.warning, "\(name) is \(nameStates[name] ?? "")")
         agent?.perform(.sourceReady(source))
     }
 
@@ -405,6 +411,18 @@ final class DesktopServices {
         ] + Self.sessionServices.map { kind in
             (kind.statusKey, .bool(services.contains { type(of: $0) == kind && $0.bus.ownsName }))
         } + [
+            ("services", .array(Self.sessionServices.map { kind in
+                let service = services.first { type(of: $0) == kind }
+                let names = service?.bus.names ?? []
+                return .object([
+                    ("source", .string(kind.source.rawValue)),
+                    ("names", .array(names.map { .string($0) })),
+                    ("state", .string(service == nil ? "off" : names.map { "\($0): \(nameStates[$0] ?? "waiting for the session bus")" }.joined(separator: "; "))),
+                    ("off_flag", kind.source.row.flag.map { .string($0.name) } ?? .null),
+                ])
+            })),
+            ("inhibit_portal", inhibitPortal.map { .string($0) } ?? .null),
+        ] + [
             ("system_bus", .bool(systemReady)),
             ("system_bus_state", .string(busState["system"] ?? "not used")),
             ("logind_session", sessionPath.map { .string($0) } ?? .null),
@@ -515,6 +533,21 @@ final class DesktopServices {
             Unmanaged<DesktopServices>.fromOpaque(context!).takeUnretainedValue().logindOwnerChanged(owned: owned != 0)
         }
         callbacks.pointee.log = { _, level, message in Log.fromLibrary(level, message) }
+    }
+}
+
+extension DesktopServices {
+    /// A portal file that offers org.freedesktop.impl.portal.Inhibit (xdg-desktop-portal-gtk's):
+    /// GTK applications hold the lock off through it without the session manager's service.
+    static func findInhibitPortal(in directory: String = "/usr/share/xdg-desktop-portal/portals") -> String? {
+        guard let dir = opendir(directory) else { return nil }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name.hasSuffix(".portal"), let bytes = FileIO.readSmallFile("\(directory)/\(name)", limit: 4096) else { continue }
+            if String(decoding: bytes, as: UTF8.self).firstRange(matching: "org.freedesktop.impl.portal.Inhibit") != nil { return "\(directory)/\(name)" }
+        }
+        return nil
     }
 }
 
