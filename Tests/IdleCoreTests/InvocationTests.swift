@@ -160,7 +160,7 @@ struct AgentFlagTests {
             "--stage", "--resume", "--socket", "--secure", "--no-lock-before-sleep", "--lock-on-switch", "--lock-at-start",
             "--lock-on-card-removal", "--card-atr", "--before-sleep",
             "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-logind",
-            "--no-screensaver-service", "--not-when-fullscreen", "--not-when-audio", "--corners", "--corner-delay",
+            "--no-screensaver-service", "--not-when-fullscreen", "--not-when-audio", "--not-when-playing", "--corners", "--corner-delay",
             "--corner-size", "--config", "--no-config", "--verbose", "--quiet",
         ])
         for option in run.options {
