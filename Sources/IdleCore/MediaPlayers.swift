@@ -3,7 +3,7 @@
 public struct MediaPlayer: Equatable, Sendable {
     /// Its unique name (":1.42"), which the bus vouches for: the hold's key.
     public var owner: String
-    /// The first of its `org.mpris.MediaPlayer2.*` names.
+    /// The shortest of its `org.mpris.MediaPlayer2.*` names.
     public var name: String
     /// Its Identity property ("VLC media player"), its own words; "" when it tells none.
     public var identity: String
