@@ -135,4 +135,41 @@ import Testing
             #expect(!agent.log.contains("following the media players"), "\(agent.log)")
         }
     }
+
+    static let mpvMpris = "/usr/lib/mpv-mpris/mpris.so"
+    static let haveMpv = FileManager.default.isExecutableFile(atPath: "/usr/bin/mpv") && FileManager.default.fileExists(atPath: mpvMpris)
+
+    @Test("a real mpv with its MPRIS plugin (mpv-mpris) holds while it plays; paused through MPRIS, or killed, the lock comes at once",
+          .enabled(if: haveMpv, "needs mpv and mpv-mpris"), arguments: ["pause", "kill"])
+    func realMpv(how: String) async throws {
+        try await Sandbox.with(buses: true) { s in
+            // 60 s of a tone, looped, played into nothing in real time (no sound server).
+            _ = try await s.run(systemPython, ["-c", """
+                import math, struct, wave
+                w = wave.open("tone.wav", "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(8000)
+                w.writeframes(b"".join(struct.pack("<h", int(3000 * math.sin(i * 0.35))) for i in range(8000 * 60)))
+                """])
+            let mpv = try s.startBackground("/usr/bin/mpv", ["--no-config", "--script=\(Self.mpvMpris)", "--no-video", "--ao=null",
+                                                             "--loop=inf", "--no-terminal", "tone.wav"], output: "mpv.out")
+            try await s.x("xdotool", "key", "shift")
+            let agent = try s.startAgent(["--lock-after", "2s", "--locker", Self.locker, "--not-when-playing", "--socket", s.socket])
+            let who = "mpv (pid \(mpv.processIdentifier), org.mpris.MediaPlayer2.mpv)"
+            try await agent.waitForLog(containing: "inhibited by \(who) while it plays: playing")
+            try await s.waitUntil("the server idle to pass 3 s", every: .milliseconds(200)) { try await s.serverIdle() >= 3000 }
+            #expect(!s.exists("lockers.pids"), "locked while mpv played\n\(agent.log)")
+            let ended = ContinuousClock.now
+            if how == "kill" {
+                kill(mpv.processIdentifier, SIGKILL)
+            } else {
+                let paused = try await s.run("dbus-send", ["--session", "--print-reply", "--dest=org.mpris.MediaPlayer2.mpv",
+                                                           "/org/mpris/MediaPlayer2", "org.mpris.MediaPlayer2.Player.Pause"])
+                #expect(paused.exit == .exited(0), "\(paused.stderr)")
+            }
+            _ = try await s.waitForLines("lockers.pids")
+            let late = (ContinuousClock.now - ended).milliseconds
+            print("PlayerWatchTests: mpv: locked \(late) ms after its \(how)")
+            #expect(late <= latestLock, "lock \(late) ms after mpv's \(how)\n\(agent.log)")
+            #expect(agent.log.contains("inhibitor of \(who) ended"), "\(agent.log)")
+        }
+    }
 }
