@@ -21,12 +21,7 @@ import Testing
             // Held past the lock time (its deadline, the X saver's timeout passed), the
             // agent sleeps: nothing is polled.
             try await s.waitUntil("the server idle to pass 3.5 s", every: .milliseconds(200)) { try await s.serverIdle() >= 3500 }
-            var readings: [Int] = []
-            try await s.waitUntil("the agent to settle", every: .milliseconds(100)) {
-                readings.append(wakeUps(of: agent.pid) ?? -1)
-                return readings.count >= 4 && Set(readings.suffix(4)).count == 1 && readings.last! >= 0
-            }
-            let before = try #require(wakeUps(of: agent.pid))
+            let before = try await s.settledWakeUps(of: agent)
             let idleBefore = try await s.serverIdle()
             try await s.waitUntil("two more seconds of idleness", every: .milliseconds(200)) { try await s.serverIdle() >= idleBefore + 2000 }
             let after = try #require(wakeUps(of: agent.pid))
