@@ -65,9 +65,10 @@ let package = Package(
                          linkerSettings: [.linkedLibrary("X11")]),
         // Depends on the executables so that `swift test` builds the binaries the tests run.
         // Harness/bus.py is the tests' D-Bus client, Harness/player.py their sound player,
-        // Harness/jiggler.py their XTEST jiggler through any master, all run with python3.
+        // Harness/jiggler.py their XTEST jiggler through any master, Harness/mpris.py their
+        // MPRIS media player, all run with python3.
         .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock", "TestLocker", "TestWindow"],
-                    exclude: ["Harness/bus.py", "Harness/player.py", "Harness/jiggler.py"]),
+                    exclude: ["Harness/bus.py", "Harness/player.py", "Harness/jiggler.py", "Harness/mpris.py"]),
     ],
     swiftLanguageModes: [.v6]
 )

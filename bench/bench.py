@@ -29,6 +29,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 XIDLELOCK = os.path.join(ROOT, ".build", "release", "xidlelock")
+# The tests' MPRIS player (dbus-python): a media player that says Playing.
+MPRIS_PY = os.path.join(ROOT, "Tests", "IntegrationTests", "Harness", "mpris.py")
 CORE_BENCH = os.path.join(ROOT, ".build", "release", "IdleCoreBench")
 XBENCH = os.path.join(RESULTS, "xbench")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -388,7 +390,14 @@ HEURISTICS = {
     "--not-when-audio, nothing plays": ["--not-when-audio"],
     "--not-when-audio, a stream plays": ["--not-when-audio"],
     "--corners +-0+": ["--corners", "+-0+"],
-    "all on, a stream plays": ["--not-when-fullscreen", "--not-when-audio", "--corners", "+-0+"],
+    # Every D-Bus service on: org.freedesktop.ScreenSaver served and the players followed on
+    # the session bus, UPower (and logind's name) followed on the system bus. An MPRIS
+    # player (Tests/IntegrationTests/Harness/mpris.py) says Playing on that session bus
+    # all along: the agent holds the lock off.
+    "--not-when-playing, every bus service, a player plays": ["--not-when-playing", "--lock-after-on-battery", "30m"],
+    "all on, every bus service, a stream and a player play": [
+        "--not-when-fullscreen", "--not-when-audio", "--not-when-playing", "--corners", "+-0+",
+        "--lock-after-on-battery", "30m"],
     # UPower followed on a system bus (python3-dbusmock's upower template), a screen-off
     # timer set, a stage that fires through audio holds.
     # Its burst is XTest input: the agent never pauses listening, and fetches every
@@ -415,6 +424,27 @@ class SystemBus:
 
     def close(self):
         stop(self.mock)
+        stop(self.daemon)
+
+
+class SessionBus:
+    """A private session bus with one MPRIS player on it that says Playing."""
+
+    def __init__(self, tmp, tag):
+        self.daemon = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address"],
+                                       stdout=subprocess.PIPE, text=True, preexec_fn=_child_setup)
+        self.address = self.daemon.stdout.readline().strip()
+        env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address)
+        control = os.path.join(tmp, f"mpris-{tag}.control")
+        open(control, "w").close()
+        self.out = os.path.join(tmp, f"mpris-{tag}.out")
+        with open(self.out, "w") as out:
+            self.player = start(["/usr/bin/python3", MPRIS_PY, "bench", control], env=env, stdout=out)
+        if not wait_for(lambda: open(self.out).read().startswith("ready "), 15):
+            raise RuntimeError("the MPRIS player did not start")
+
+    def close(self):
+        stop(self.player)
         stop(self.daemon)
 
 
@@ -459,12 +489,19 @@ def bench_heuristics(window, samples, motions, repeats):
     player = sound.play()
 
     system = SystemBus(tmp)
+    # One session bus each: each agent serves org.freedesktop.ScreenSaver on its own.
+    sessions = {}
+    for name in HEURISTICS:
+        if "every bus service" in name:
+            sessions[name] = SessionBus(tmp, len(sessions))
 
     def env_for(x, name):
         server = silent if name == "--not-when-audio, nothing plays" else sound
         env = dict(x.env, PULSE_SERVER=server.env["PULSE_SERVER"])
-        if name.startswith("UPower"):
+        if name.startswith("UPower") or "every bus service" in name:
             env["DBUS_SYSTEM_BUS_ADDRESS"] = system.address
+        if name in sessions:
+            env["DBUS_SESSION_BUS_ADDRESS"] = sessions[name].address
         return env
     servers, agents = {}, {}
     try:
@@ -516,6 +553,8 @@ def bench_heuristics(window, samples, motions, repeats):
         sound.close()
         silent.close()
         system.close()
+        for session in sessions.values():
+            session.close()
         shutil.rmtree(tmp, ignore_errors=True)
     result = {}
     for name in HEURISTICS:
@@ -1095,7 +1134,10 @@ def render(res, quick, command, date, elapsed):
     L.append(
         "7. As rows 1, 2 and 5 for xidlelock alone with each heuristic flag. The sound server is a private "
         "`pulseaudio` on a null sink; *a stream plays*: `paplay` of a 200 s tone runs on it all along (the agent "
-        "holds the lock off); *nothing plays*: a second, silent server. No window manager runs: "
+        "holds the lock off); *nothing plays*: a second, silent server. *A player plays*: a private session bus "
+        "(`dbus-daemon --session`) with the tests' MPRIS player (`Harness/mpris.py`, PlaybackStatus Playing) on it; "
+        "*every bus service*: that session bus (org.freedesktop.ScreenSaver served, the players followed) and row "
+        "8's kind of system bus with UPower's mock (OnBattery followed; logind's name waited for). No window manager runs: "
         "`--not-when-fullscreen` follows the root's `_NET_ACTIVE_WINDOW`, which nothing sets. The window starts 6 s "
         "after the agents: `--corners` asks where the pointer rests once per rest, 5 s (the corner delay) after the "
         "last input, one wake-up and two round trips (4 context switches), and then nothing.")
@@ -1136,6 +1178,16 @@ def targets(res):
         ("`xidlelock idle` ≤ 1.2× `xprintidle` wall time", f"{q['ratio_median']:.2f}×", q["ratio_median"] <= 1.2),
         ("idle agent RssAnon ≤ 1024 kB", f"{anon:,} kB", anon <= 1024),
     ]
+    h = res.get("heuristics", {})
+    playing = h.get("--not-when-playing, every bus service, a player plays")
+    if playing:
+        rows += [
+            ("wake-ups per idle minute = 0 with --not-when-playing and every bus service on, a player playing",
+             f"{fmt(playing['wakeups_per_min'])} ({playing['wakeups_total']} in {h['window_s']:.0f} s)",
+             playing["wakeups_total"] == 0),
+            ("idle RssAnon ≤ 1024 kB, the same agent", f"{playing['memory_kb']['RssAnon']:,} kB",
+             playing["memory_kb"]["RssAnon"] <= 1024),
+        ]
     g = res.get("guard", {})
     names = ("agent wake-ups between deadlines = 0, guarded", "guard wake-ups per idle minute ≤ 1 per session",
              "guard RSS ≤ 2 MB (RssAnon: its own pages, as the agent's target)")

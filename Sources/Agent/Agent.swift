@@ -136,6 +136,7 @@ public final class Agent {
             || ShellCommand.firstWord(of: locker).map { $0.hasSuffix("xsecurelock") } == true
         desktop.start(awaiting: awaiting)
         if awaiting.contains(.audio) { AudioWatch.start(for: agent) }
+        if awaiting.contains(.playing) { PlayerWatch.start(for: agent) }
         // libpcsclite is loaded only here: never by `xidlelock idle`, nor without the setting.
         if options.lockOnCardRemoval { agent.cardWatch = CardWatch.start(for: agent) }
         if options.policy != nil { agent.registerWithGuard() }

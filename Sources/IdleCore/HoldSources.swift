@@ -23,6 +23,8 @@ public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
     case fullscreen
     /// `--not-when-audio`: an application plays sound.
     case audio
+    /// `--not-when-playing`: a media player on the session bus says it is playing (MPRIS).
+    case playing
     /// `--corners` with `-`: the pointer rests in a corner that never locks.
     case corner
 
@@ -64,6 +66,11 @@ public enum InhibitorSource: String, Equatable, Sendable, CaseIterable {
             HoldSourceRow(what: "an application playing sound", lasts: "while it plays",
                           advice: "an application plays sound; pause or mute it, or drop --not-when-audio",
                           flag: .optIn("--not-when-audio", help: "Hold every stage off while an application plays sound (PulseAudio, or PipeWire through pipewire-pulse); paused and muted streams do not count."),
+                          startWaits: true)
+        case .playing:
+            HoldSourceRow(what: "a media player on the session bus that says it is playing (MPRIS)", lasts: "while it plays",
+                          advice: "a media player says it is playing (its MPRIS PlaybackStatus); pause or stop it, or drop --not-when-playing",
+                          flag: .optIn("--not-when-playing", help: "Hold every stage off while a media player on the session bus says it is playing (MPRIS PlaybackStatus Playing), muted or not."),
                           startWaits: true)
         case .corner:
             HoldSourceRow(what: "the pointer resting in a - corner of --corners", lasts: "until it moves",

@@ -161,7 +161,7 @@ struct AgentFlagTests {
             "--lock-on-card-removal", "--card-atr", "--before-sleep",
             "--after-resume", "--transfer-sleep-lock", "--logind-inhibitors", "--no-logind",
             "--no-screensaver-service", "--no-power-management-service", "--session-manager-service",
-            "--not-when-fullscreen", "--not-when-audio", "--corners", "--corner-delay",
+            "--not-when-fullscreen", "--not-when-audio", "--not-when-playing", "--corners", "--corner-delay",
             "--corner-size", "--config", "--no-config", "--verbose", "--quiet",
         ])
         for option in run.options {

@@ -9,6 +9,20 @@ func wakeUps(of pid: Int32) -> Int? {
     return line.flatMap { Int($0.split(separator: "\t").last ?? "") }
 }
 
+extension Sandbox {
+    /// The agent's wake-ups once it has settled (its start-up work done: the audit
+    /// trail's first entries written to a journal busy with other tests, the buses'
+    /// answers): no wake-up for 300 ms.
+    func settledWakeUps(of agent: AgentProcess) async throws -> Int {
+        var readings: [Int] = []
+        try await waitUntil("the agent to settle", every: .milliseconds(100)) {
+            readings.append(wakeUps(of: agent.pid) ?? -1)
+            return readings.count >= 4 && Set(readings.suffix(4)).count == 1 && readings.last! >= 0
+        }
+        return try #require(wakeUps(of: agent.pid))
+    }
+}
+
 /// The agent sleeps between deadlines and does not wake for every input event.
 @Suite struct WakeUpTests {
     @Test("an idle agent does not wake up between deadlines")
@@ -17,14 +31,7 @@ func wakeUps(of pid: Int32) -> Int? {
             try await s.x("xdotool", "key", "shift")
             let agent = try s.startAgent(["--lock-after", "1h", "--locker", "true"])
             try await agent.waitForLog(containing: "started")
-            // Settled: its start-up work done (the audit trail's first entries written to a
-            // journal busy with other tests, the buses' answers), no wake-up for 300 ms.
-            var readings: [Int] = []
-            try await s.waitUntil("the agent to settle", every: .milliseconds(100)) {
-                readings.append(wakeUps(of: agent.pid) ?? -1)
-                return readings.count >= 4 && Set(readings.suffix(4)).count == 1 && readings.last! >= 0
-            }
-            let before = try #require(wakeUps(of: agent.pid))
+            let before = try await s.settledWakeUps(of: agent)
             // The test's own xprintidle queries send the agent nothing.
             let idleAtStart = try await s.serverIdle()
             try await s.waitUntil("two more seconds of idleness", every: .milliseconds(200)) {

@@ -138,4 +138,6 @@ int xil_logind_own_session(uint32_t pid, uint32_t uid, uint64_t timeout_usec, st
                            char *error, size_t error_size);
 /* logind's TerminateSession. 0 or -errno, the bus's error in `error`. */
 int xil_logind_terminate_session(sd_bus *bus, const char *id, char *error, size_t error_size);
+/* `--not-when-playing`: the MPRIS players (mpris.c). */
+#include "cmpris.h"
 #endif

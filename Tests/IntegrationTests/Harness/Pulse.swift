@@ -79,54 +79,25 @@ final class PulseServer {
 
 /// A player (Harness/player.py) with one stream on a test's PulseAudio.
 final class Player {
-    let process: Process
     let name: String
-    private let sandbox: Sandbox
-    private let control: String
-    private let output: String
+    private let script: ToldScript
     /// Its sink input's index on the server.
     private(set) var index = ""
 
+    var process: Process { script.process }
     var pid: Int32 { process.processIdentifier }
 
     /// Starts it and returns once its stream plays (or, `corked`, is there paused).
     init(_ name: String, on pulse: PulseServer, in sandbox: Sandbox, corked: Bool = false) async throws {
         self.name = name
-        self.sandbox = sandbox
-        control = "player-\(name).control"
-        output = "player-\(name).out"
-        sandbox.touch(control)
-        process = try sandbox.startBackground(systemPython, [playerScript, name, sandbox.path(control)] + (corked ? ["--corked"] : []),
-                                              output: output, environment: pulse.environment)
-        let first = try await waitFor(corked ? "paused " : "playing ")
+        script = try ToldScript(playerScript, name, corked ? ["--corked"] : [], files: "player-\(name)", in: sandbox,
+                                environment: pulse.environment)
+        let first = try await script.waitFor(corked ? "paused " : "playing ")
         index = String(first.split(separator: " ")[1])
     }
 
     /// Tells it to `pause`, `play` or `stop`, and waits until the server confirmed it.
     func send(_ command: String) async throws {
-        let before = sandbox.lines(output).count
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: sandbox.path(control)))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data("\(command)\n".utf8))
-        try handle.close()
-        let said = ["pause": "paused", "play": "playing", "stop": "stopped"][command] ?? command
-        _ = try await waitFor(said, after: before)
-    }
-
-    /// Waits for an output line that starts with `prefix`, among those after the first `after`.
-    @discardableResult
-    private func waitFor(_ prefix: String, after: Int = 0) async throws -> String {
-        var found = ""
-        try await sandbox.waitUntil("the player \(name) to say '\(prefix)'") { [self] in
-            if let line = sandbox.lines(output).dropFirst(after).first(where: { $0.hasPrefix(prefix) }) {
-                found = line
-                return true
-            }
-            if !process.isRunning {
-                throw CommandFailed(command: ["player.py", name], result: CommandResult(exit: Exit(process), stdout: sandbox.contents(output), stderr: ""))
-            }
-            return false
-        }
-        return found
+        try await script.tell(command, answer: ["pause": "paused", "play": "playing", "stop": "stopped"][command] ?? command)
     }
 }

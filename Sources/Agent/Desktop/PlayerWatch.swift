@@ -1,0 +1,159 @@
+import CBus
+import Glibc
+import IdleCore
+
+/// `--not-when-playing`: while an MPRIS player on the session bus says it is playing
+/// (its PlaybackStatus), the stages are held off, one inhibitor per player. Muted
+/// video and players that inhibit nothing are covered too. The watch has a session
+/// bus connection of its own (the desktop services' is theirs), joined without
+/// waiting; the players are followed through the bus's NameOwnerChanged and their
+/// own PropertiesChanged, never polled: a steady film costs no wake-up. A player that
+/// leaves the bus ends its hold; a lost bus ends them all (fail closed), said once,
+/// and is joined again when it is back. It is in the loop as a source that waits on
+/// nothing of its own (its connection, timer and socket watch are sources beside it):
+/// the loop keeps it.
+final class PlayerWatch: EventSource {
+    private weak var agent: DesktopAgent?
+    private var callbacks: UnsafeMutablePointer<xil_mpris_callbacks>
+    private var connection: BusConnection?
+    private var retryTimer: RetryTimer?
+    private var retryDelay: Millis?
+    private var socketWatch: SocketWatch?
+    private var everConnected = false
+    /// Why the bus cannot be joined, said once until it is.
+    private var saidFailure = false
+    /// What the machine was told last: a player's other changes tell it nothing.
+    private var reported: [HoldClaim]?
+
+    /// Starts following the players, or says once why it cannot (no libsystemd).
+    static func start(for agent: DesktopAgent) {
+        var error = [CChar](repeating: 0, count: 256)
+        guard xil_bus_load(&error, error.count) == 0 else {
+            Log.write(.warning, "--not-when-playing cannot work: D-Bus is not available (\(String(nulTerminated: error))); locking goes on without it")
+            agent.perform(.sourceReady(.playing))
+            return
+        }
+        let watch = PlayerWatch(agent: agent)
+        agent.addSource(watch)
+        watch.connect()
+    }
+
+    private init(agent: DesktopAgent) {
+        self.agent = agent
+        callbacks = .allocate(capacity: 1)
+        callbacks.initialize(to: xil_mpris_callbacks())
+        callbacks.pointee.context = Unmanaged.passUnretained(self).toOpaque()
+        installCallbacks()
+    }
+
+    func dispatch(_ events: PollEvents) {}
+
+    // MARK: The connection
+
+    private func connect() {
+        guard connection == nil else { return }
+        var err: Int32 = 0
+        guard let bus = xil_bus_connect(1, &err) else {
+            return failed(abs(err), lost: false)
+        }
+        let connection = BusConnection(connecting: bus, name: "session bus (players)", onReady: { [unowned self] in
+            ready()
+        }, onLost: { [unowned self] code in
+            let wasReady = self.connection?.isReady == true
+            self.connection = nil
+            xil_mpris_forget()
+            failed(code, lost: wasReady)
+        })
+        self.connection = connection
+        agent?.addSource(connection)
+    }
+
+    private func ready() {
+        guard let connection else { return }
+        retryDelay = nil
+        retryTimer?.cancel()
+        retryTimer = nil
+        socketWatch?.cancel()
+        socketWatch = nil
+        saidFailure = false
+        let r = xil_mpris_watch(connection.bus, callbacks)
+        guard r >= 0 else {
+            Log.write(.warning, "--not-when-playing cannot follow the players: \(String(cString: strerror(-r))); locking goes on without it")
+            agent?.perform(.sourceReady(.playing))
+            return
+        }
+        Log.write(.info, "following the media players on the session bus\(everConnected ? " again" : ""): a player that says it is playing holds the stages off")
+        everConnected = true
+    }
+
+    /// The bus could not be joined, or was lost (`lost`: its holds end, said once).
+    /// Joined again when its socket appears (inotify, no timer) and, where the socket
+    /// may be there and answer later, tried again after 5 s, doubling to 5 min: a bus
+    /// with no socket wakes the agent for nothing.
+    private func failed(_ err: Int32, lost: Bool) {
+        let why = String(cString: strerror(err))
+        if lost {
+            Log.write(.warning, "lost the session bus (\(why)): media players no longer hold the stages off until it is back; locking goes on")
+            // Nothing can be seen to stop now: what the players held ends (fail closed).
+            reported = nil
+            agent?.request(.sourceLost(.playing))
+        } else if !saidFailure {
+            Log.write(.info, "no session bus (\(why)): --not-when-playing waits for one; locking goes on")
+            agent?.perform(.sourceReady(.playing))
+        }
+        saidFailure = true
+        let socket = BusAddress.sessionSocket(SocketPath.environment)
+        if socketWatch == nil, let socket, let watch = SocketWatch(socket, { [unowned self] in
+            retryTimer?.cancel()
+            retryTimer = nil
+            // A socket just made may not listen yet: the first retries are quick.
+            retryDelay = .ms(50)
+            connect()
+        }) {
+            socketWatch = watch
+            agent?.addSource(watch)
+        }
+        let noSocket = [ENOENT, ENOMEDIUM].contains(err)
+        guard !noSocket || (socketWatch == nil && everConnected), retryTimer == nil else { return }
+        let delay = retryDelay.map { Swift.min($0 + $0, .minutes(5)) } ?? .seconds(5)
+        retryDelay = delay
+        let timer = RetryTimer(at: SystemClock.now().monotonic + delay) { [unowned self] in
+            retryTimer = nil
+            connect()
+        }
+        retryTimer = timer
+        agent?.addSource(timer)
+    }
+
+    // MARK: The players
+
+    /// One hold per playing player, reported whole (the machine admits the new before
+    /// it ends the old). The end of a film is no activity, as the end of any other
+    /// inhibitor is not: the stages already due fire when it stops.
+    private func playersChanged(_ players: [MediaPlayer]) {
+        Log.debug("media players: \(MediaPlayers.summary(players))")
+        let claims = MediaPlayers.holds(players)
+        guard claims != reported else { return }
+        reported = claims
+        agent?.request(.holdsNow(HoldReport(HoldOwner(.playing), claims)))
+    }
+
+    private func forged(_ sender: String) {
+        Log.limited("dropped PropertiesChanged signals", "dropped a player's PropertiesChanged from \(ClientText.sanitized(sender, maxBytes: 64)), which owns no followed org.mpris.MediaPlayer2 name")
+    }
+
+    private func installCallbacks() {
+        callbacks.pointee.players = { context, list, count in
+            let players = (0..<Int(count)).map { k in
+                let p = list![k]
+                return MediaPlayer(owner: String(cString: p.owner), name: String(cString: p.name),
+                                   identity: String(cString: p.identity), pid: p.pid == 0 ? nil : p.pid, playing: p.playing != 0)
+            }
+            Unmanaged<PlayerWatch>.fromOpaque(context!).takeUnretainedValue().playersChanged(players)
+        }
+        callbacks.pointee.forged = { context, sender in
+            Unmanaged<PlayerWatch>.fromOpaque(context!).takeUnretainedValue().forged(String(cString: sender!))
+        }
+        callbacks.pointee.log = { _, level, message in Log.fromLibrary(level, message) }
+    }
+}
