@@ -22,6 +22,9 @@ public final class Agent {
     var keepAwake: XKeepAwake?
     /// The server's saver timeout before the agent changed it, restored at exit.
     var saverTimeoutToRestore: Millis?
+    /// The clients that suspended the saver at the last look (inner nil: X-Resource
+    /// cannot tell); nil before the first look.
+    private var lastSuspenders: [XSaverSuspender]??
     private let adopted: (pid: pid_t, pidfd: Int32)?
     /// Under the policy's locker: the whole environment it runs with (nil: the agent's).
     let lockerEnvironment: [String]?
@@ -232,7 +235,7 @@ public final class Agent {
         // lock exact: the counter tells when the hold ended.
         let lockAfter = machine.config.lockStage?.idleTime ?? .minutes(10)
         let period = Swift.min(Swift.max(Millis(lockAfter.value / 2), .ms(100)), .seconds(30))
-        loop.add(PeriodicCheck(every: period, while: { [unowned self] in keepAwake?.holds.isEmpty == false }) { [unowned self] in wake() })
+        loop.add(PeriodicCheck(every: period, while: { [unowned self] in keepAwake?.isHolding == true }) { [unowned self] in wake() })
         var signals = [SIGTERM, SIGCHLD, SIGUSR1]
         for stop in [SIGINT, SIGHUP] where !SignalSource.isIgnored(stop) { signals.append(stop) }
         loop.add(try SignalSource(signals) { [unowned self] signal in received(signal) })
@@ -261,7 +264,11 @@ public final class Agent {
     /// keep-awake signals, in the same round trip). The clock is read before the
     /// query and the counter corrected by the query's own time, so that rounding
     /// never makes server activity look newer than it is (no activity without input).
-    func wake() {
+    /// `lookForSuspenders`: also ask X-Resource which clients suspend the saver (a
+    /// round trip per X client): at the agent's own wake-ups (deadlines, the periodic
+    /// look while the X server holds) and for status; a wake-up for a client's request
+    /// (any bus client can send many) goes on with the clients seen last.
+    func wake(lookForSuspenders: Bool = true) {
         let before = SystemClock.now()
         let reading = x.saverReading()
         let after = SystemClock.now()
@@ -270,11 +277,10 @@ public final class Agent {
         // the lock comes a lock time later).
         var holds: HoldReport?
         if let reading, var keepAwake {
-            _ = keepAwake.update(reading)
+            if lookForSuspenders || lastSuspenders == nil { lastSuspenders = .some(x.saverSuspenders()) }
+            _ = keepAwake.update(reading, suspenders: lastSuspenders ?? nil)
             self.keepAwake = keepAwake
-            holds = HoldReport(HoldOwner(.x), XKeepAwake.Hold.allCases.filter(keepAwake.holds.contains).map {
-                HoldClaim(key: "\($0)", who: "the X server", why: $0.rawValue)
-            })
+            holds = HoldReport(HoldOwner(.x), keepAwake.claims)
         }
         perform(.wake(serverIdle: reading.map { $0.idle + (after.monotonic - before.monotonic) }, holds: holds))
     }
@@ -532,7 +538,10 @@ public final class Agent {
         case .ownerGone(let owner): machine.holdsAny(of: owner)
         default: true
         }
-        if mayEndHolds || machine.nextDeadline.map({ $0 <= SystemClock.now().boottime }) == true { wake() }
+        // A stage due now is decided on a fresh look at who suspends the saver; otherwise
+        // the clients seen last serve (a flood of requests costs no scan each).
+        let due = machine.nextDeadline.map({ $0 <= SystemClock.now().boottime }) == true
+        if mayEndHolds || due { wake(lookForSuspenders: due) }
         return perform(event)
     }
 

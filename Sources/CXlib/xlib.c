@@ -72,6 +72,7 @@
     F(XRes, Status, XResQueryClientIds, (Display *d, long specCount, XResClientIdSpec *specs, long *idCount, \
       XResClientIdValue **ids), (d, specCount, specs, idCount, ids)) \
     F(XRes, pid_t, XResGetClientPid, (XResClientIdValue *value), (value)) \
+    F(XRes, Status, XResQueryClientResources, (Display *d, XID xid, int *count, XResType **types), (d, xid, count, types)) \
     F(Xext, Bool, DPMSQueryExtension, (Display *d, int *event, int *error), (d, event, error)) \
     F(Xext, Bool, DPMSCapable, (Display *d), (d)) \
     F(Xext, Status, DPMSInfo, (Display *d, CARD16 *level, BOOL *enabled), (d, level, enabled)) \

@@ -30,4 +30,13 @@ public enum ClientText {
         }
         return cut + "…"
     }
+
+    /// What a D-Bus caller says of itself, for a hold's reason: `app: reason`, or the
+    /// one that is not empty (the portal relays an empty app id), or "": never a
+    /// separator beside nothing. Each part sanitized and bounded on its own, so that a
+    /// long reason never pushes the application's name out.
+    public static func appAndReason(_ app: String, _ reason: String, appBytes: Int = 64, reasonBytes: Int = 160) -> String {
+        let parts = [sanitized(app, maxBytes: appBytes), sanitized(reason, maxBytes: reasonBytes)]
+        return parts.filter { !$0.isEmpty }.joined(separator: ": ")
+    }
 }

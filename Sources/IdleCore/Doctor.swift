@@ -253,7 +253,7 @@ public enum Doctor {
                 let source = i["source"]?.string ?? "?"
                 let since = duration(i["since_ms"]).map { " for \($0)" } ?? ""
                 let why = i["why"]?.string.flatMap { $0.isEmpty ? nil : ": \($0)" } ?? ""
-                let who = ClientText.sanitized(i["who"]?.string ?? "?")
+                let who = HumanText.who(i["who"])
                 findings.append(DoctorFinding("held off", .problem, "by \(who) [\(source)]\(since)\(ClientText.sanitized(why))",
                                               fix: InhibitorSource(rawValue: source)?.row.advice ?? "see `xidlelock status`"))
             }
@@ -263,7 +263,7 @@ public enum Doctor {
         }
         if case .array(let refused)? = status["refused_holds"] {
             for r in refused {
-                let who = ClientText.sanitized(r["who"]?.string ?? "?")
+                let who = HumanText.who(r["who"])
                 findings.append(DoctorFinding("not honoured", .info,
                                               "\(who) [\(r["source"]?.string ?? "?")]: \(ClientText.sanitized(r["reason"]?.string ?? "?"))"))
             }

@@ -15,10 +15,13 @@ public enum HumanText {
             for i in inhibitors {
                 let span = duration("remaining_ms", in: i).map { "\($0) left" }
                     ?? i["source"]?.string.flatMap(InhibitorSource.init(rawValue:))?.row.lasts ?? "while it runs"
+                // Since when: a hold left behind (a saver turned off by a program that has
+                // ended) is told from a film by how long it has held.
+                let held = i["remaining_ms"]?.integer == nil ? i["since_ms"]?.integer.flatMap { $0 < 1000 ? nil : "; held \(Millis($0))" } ?? "" : ""
                 // Escaped here too: a terminal must never get a client's control characters.
                 let why = i["why"]?.string.flatMap { $0.isEmpty ? nil : ": \(ClientText.sanitized($0))" } ?? ""
                 let source = i["source"]?.string.map { " [\($0)]" } ?? ""
-                lines.append("inhibited by \(ClientText.sanitized(i["who"]?.string ?? "?"))\(source) (\(span))\(why)")
+                lines.append("inhibited by \(who(i["who"]))\(source) (\(span)\(held))\(why)")
             }
         }
         if reply["disabled"]?.bool == true {
@@ -66,6 +69,12 @@ public enum HumanText {
         let locks = card["removal_locks"]?.integer ?? 0
         return (readers.isEmpty ? "watching pcscd; no reader" : readers.joined(separator: "; "))
             + "; \(locks) removal lock\(locks == 1 ? "" : "s") so far"
+    }
+
+    /// Who holds, escaped; never an empty field.
+    static func who(_ value: JSONValue?) -> String {
+        guard let text = value?.string else { return "?" }
+        return text.isEmpty ? "an unnamed client" : ClientText.sanitized(text)
     }
 
     /// The locker's line: running and whether it covers the screen, or failing and the next try.
@@ -117,8 +126,8 @@ public enum HumanText {
         case "unlocked": return "unlocked (locked \(d("locked_ms")))"
         case "activity": return "activity resumed (idle \(d("idle_ms")))"
         case "suspend-gap": return "suspend gap of \(d("length_ms"))"
-        case "inhibited": return "inhibited by \(ClientText.sanitized(event["who"]?.string ?? "?"))" + ((event["why"]?.string).map { $0.isEmpty ? "" : ": \(ClientText.sanitized($0))" } ?? "")
-        case "uninhibited": return "inhibitor of \(event["who"]?.string ?? "?") ended"
+        case "inhibited": return "inhibited by \(who(event["who"]))" + ((event["why"]?.string).map { $0.isEmpty ? "" : ": \(ClientText.sanitized($0))" } ?? "")
+        case "uninhibited": return "inhibitor of \(who(event["who"])) ended"
         case "disabled": return "disabled" + (event["remaining_ms"]?.integer.map { " for \(Millis($0))" } ?? "")
         case "enabled": return "enabled"
         default: return event.text

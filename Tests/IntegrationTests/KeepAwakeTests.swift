@@ -43,7 +43,7 @@ import Testing
             // As mpv: suspends the saver while the video plays; `video-ended` stops it.
             _ = try s.startBackground(testLockerBinary, ["--suspend-saver", "--pids", "player.pid", "--unlock", "video-ended"], output: "player.out")
             _ = try await s.waitForLines("player.pid")
-            try await agent.waitForLog(containing: "an X client suspended the screensaver")
+            try await agent.waitForLog(containing: "suspended the X screensaver (XScreenSaverSuspend")
             try await s.waitUntil("the server idle to pass 6 s", every: .milliseconds(200)) { try await s.serverIdle() >= 6000 }
             #expect(!s.exists("lockers.pids"), "locked during the video\n\(agent.log)")
             s.touch("video-ended")
@@ -51,6 +51,72 @@ import Testing
             _ = try await s.waitForLines("lockers.pids")
             let after = (ContinuousClock.now - ended).milliseconds
             #expect(after >= 3500 && after <= 4000 + latestLock, "lock \(after) ms after the video ended\n\(agent.log)")
+        }
+    }
+
+    /// #31: while mpv played (XScreenSaverSuspend and a reset every 10 s), the hold was
+    /// in status only once the idle time had passed the saver timeout the agent set,
+    /// and gone at mpv's next reset. Now X-Resource shows the suspension itself.
+    @Test("a player's XScreenSaverSuspend with resets (as mpv) is in status from the first look until it ends, named by its pid, and announced once")
+    func suspensionShownWhileItHolds() async throws {
+        try await Sandbox.with { s in
+            try await s.x("xdotool", "key", "shift")
+            let agent = try await s.startControlledAgent(["--lock-after", "4s", "--locker", "echo $$ >> lockers.pids; exec sleep 60", "--verbose"])
+            _ = try await s.startEvents()
+            _ = try s.startBackground(testLockerBinary, ["--suspend-saver", "--reset-every", "1500", "--pids", "player.pid", "--unlock", "video-ended"],
+                                      output: "player.out")
+            let pid = try #require(try await s.waitForLines("player.pid").first)
+            func xHolds() async throws -> [String] {
+                let holds = try await s.status()["inhibitors"] as? [[String: Any]] ?? []
+                return holds.filter { $0["source"] as? String == "x" }.compactMap { $0["who"] as? String }
+            }
+            // At once: the idle time is below the 2 s saver timeout the agent set, and
+            // the player's resets (every 1.5 s) keep it there.
+            let first = try await xHolds()
+            #expect(first.count == 1 && first.first?.hasPrefix("pid \(pid) (TestLocker), X client 0x") == true, "\(first)\n\(agent.log)")
+            let started = ContinuousClock.now
+            var looks = 0
+            while ContinuousClock.now - started < .seconds(9) {
+                let holds = try await xHolds()
+                looks += 1
+                #expect(holds.count == 1, "look \(looks), \((ContinuousClock.now - started).milliseconds) ms in: \(holds)\n\(agent.log)")
+                try await Task.sleep(for: .milliseconds(300))  // a pace between looks, not a wait for anything
+            }
+            #expect(!s.exists("lockers.pids"), "locked during the video\n\(agent.log)")
+            let text = try await s.client("status").stdout
+            #expect(text.contains("inhibited by pid \(pid) (TestLocker), X client 0x"), "\(text)")
+            s.touch("video-ended")
+            let ended = ContinuousClock.now
+            _ = try await s.waitForLines("lockers.pids")
+            let after = (ContinuousClock.now - ended).milliseconds
+            #expect(after >= 3500 && after <= 4000 + latestLock, "lock \(after) ms after the video ended\n\(agent.log)")
+            let x = { (kind: String) in s.events(kind).filter { $0["source"] as? String == "x" || ($0["who"] as? String)?.hasPrefix("pid \(pid) ") == true } }
+            #expect(x("inhibited").count == 1, "\(s.lines("events"))")
+            #expect(x("uninhibited").count == 1, "\(s.lines("events"))")
+        }
+    }
+
+    @Test("a saver left off (a presentation killed mid-show): status and doctor say since when and that `xset s on` ends it")
+    func saverOffSaysWhatEndsIt() async throws {
+        try await Sandbox.with { s in
+            try await s.x("xset", "s", "600")
+            try await s.x("xdotool", "key", "shift")
+            let agent = try await s.startControlledAgent(["--lock-after", "3s", "--locker", "echo $$ >> lockers.pids; exec sleep 60"])
+            try await s.x("xset", "s", "off")
+            try await agent.waitForLog(containing: "inhibited by the X server")
+            try await s.waitUntil("the hold to have held a second", every: .milliseconds(200)) {
+                let holds = try await s.status()["inhibitors"] as? [[String: Any]] ?? []
+                return holds.contains { ($0["since_ms"] as? Int ?? 0) >= 1000 }
+            }
+            let status = try await s.client("status").stdout
+            #expect(status.contains("inhibited by the X server [x] (while the saver is off or suspended; held "), "\(status)")
+            #expect(status.contains("`xset s on` ends this hold"), "\(status)")
+            let doctor = try await s.run(agentBinary, ["doctor", "--socket", s.socket]).stdout
+            #expect(doctor.contains("by the X server [x] for "), "\(doctor)")
+            #expect(doctor.contains("`xset s on` ends this hold"), "\(doctor)")
+            #expect(!s.exists("lockers.pids"))
+            try await s.x("xset", "s", "600")
+            _ = try await s.waitForLines("lockers.pids")
         }
     }
 

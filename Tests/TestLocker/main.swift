@@ -6,7 +6,7 @@ import Glibc
 // (retrying for up to 3 s, else exit 1), appends its pid to a file once it holds
 // the grab, and exits when a file appears. Usage:
 //   TestLocker [--pids FILE] [--unlock FILE] [--exit STATUS] [--hold MS] [--no-grab] [--no-window] [--suspend-saver]
-//              [--pointer-only] [--let-go-after MS] [--let-go-file FILE]
+//              [--pointer-only] [--let-go-after MS] [--let-go-file FILE] [--reset-every MS]
 // --hold: never exit before this long after the start (a person typing a password).
 // --no-window: the grab without a window (a hot-key tool, a hostile client).
 // --pointer-only: grab the pointer instead of the keyboard (a drag in progress, a
@@ -15,6 +15,7 @@ import Glibc
 //   locker that lost its grab); the release time (ms, CLOCK_MONOTONIC) is appended
 //   to the let-go file.
 // --suspend-saver: no grab; XScreenSaverSuspend instead, as mpv and SDL games do.
+// --reset-every: XResetScreenSaver this often too, as mpv does every 10 s.
 
 func say(_ text: String) { _ = text.withCString { write(2, $0, strlen($0)) } }
 
@@ -34,6 +35,7 @@ var suspendSaver = false
 var pointerOnly = false
 var letGoAfterMs: Int?
 var letGoFile = "let-go"
+var resetEveryMs: Int?
 var args = CommandLine.arguments.dropFirst()
 while let flag = args.popFirst() {
     switch flag {
@@ -46,6 +48,7 @@ while let flag = args.popFirst() {
     case "--pointer-only": pointerOnly = true
     case "--let-go-after": letGoAfterMs = Int(args.popFirst() ?? "")
     case "--let-go-file": letGoFile = args.popFirst() ?? letGoFile
+    case "--reset-every": resetEveryMs = Int(args.popFirst() ?? "")
     case "--suspend-saver":
         grab = false
         suspendSaver = true
@@ -103,7 +106,13 @@ if suspendSaver {
 }
 append("\(getpid())\n", to: pidsFile)
 var letGo = letGoAfterMs
+var lastReset = milliseconds()
 while access(unlockFile, F_OK) != 0 || milliseconds() - started < holdMs {
+    if let every = resetEveryMs, milliseconds() - lastReset >= every {
+        lastReset = milliseconds()
+        XResetScreenSaver(display)
+        XSync(display, 0)
+    }
     if let after = letGo, milliseconds() - grabbedAt >= after {
         letGo = nil
         XUngrabKeyboard(display, 0)

@@ -149,9 +149,7 @@ struct BusHolds {
     func inhibit(_ call: BusCall, app: String, reason: String) -> BusReply {
         // The caller's own words are bounded on their own: however long, they never
         // push the real caller out of status, the log or the audit.
-        let app = ClientText.sanitized(app, maxBytes: 64)
-        let reason = ClientText.sanitized(reason, maxBytes: 160)
-        let why = [app, reason].filter { !$0.isEmpty }.joined(separator: ": ")
+        let why = ClientText.appAndReason(app, reason)
         switch agent?.request(.holdAsked(HoldOwner(source, call.sender), HoldClaim(key: "", who: call.caller, why: why))) {
         case .granted(let id)?: return .number(UInt32(truncatingIfNeeded: id))
         case .refused(let why)?: return .refused(why)

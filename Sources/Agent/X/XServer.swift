@@ -280,6 +280,56 @@ final class XServer {
         return false
     }
 
+    /// The clients that suspend the server's saver now (XScreenSaverSuspend), with their
+    /// pids: the server keeps a resource of type "SaverSuspend" for each, from the
+    /// suspension to its end (the client's resume or disconnection). Nil when X cannot
+    /// tell (no X-Resource 1.2, a query failed): then a suspension shows only past the
+    /// saver timeout. One round trip for the clients, one per client for its resource
+    /// types (X-Resource filters by type only by a server-internal number, not by the
+    /// type's name), one for the suspenders' pids; only at the agent's own wake-ups
+    /// (deadlines, the periodic look while the X server holds, status).
+    func saverSuspenders() -> [XSaverSuspender]? {
+        guard case .success = clientOwners else { return nil }
+        let suspendType = saverSuspendAtom ?? XInternAtom(display, "SaverSuspend", 0)
+        saverSuspendAtom = suspendType
+        var count: Int32 = 0
+        var clients: UnsafeMutablePointer<XResClient>?
+        guard XResQueryClients(display, &count, &clients) != 0 else { return nil }
+        defer { if let clients { XFree(clients) } }
+        var suspending: [XID] = []
+        for k in 0..<Int(clients == nil ? 0 : count) {
+            let base = clients![k].resource_base
+            var typeCount: Int32 = 0
+            var types: UnsafeMutablePointer<XResType>?
+            // A client gone since the list was made answers BadValue: no suspension of its.
+            guard XResQueryClientResources(display, base, &typeCount, &types) != 0, let types else { continue }
+            if (0..<Int(typeCount)).contains(where: { types[$0].resource_type == suspendType && types[$0].count > 0 }) {
+                suspending.append(base)
+            }
+            XFree(types)
+        }
+        guard !suspending.isEmpty else { return [] }
+        // Their pids, in one round trip (a remote client has none).
+        var specs = suspending.map { XResClientIdSpec(client: $0, mask: UInt32(XRES_CLIENT_ID_PID_MASK.rawValue)) }
+        var idCount = 0
+        var ids: UnsafeMutablePointer<XResClientIdValue>?
+        var pids: [XID: pid_t] = [:]
+        if XResQueryClientIds(display, specs.count, &specs, &idCount, &ids) == Success, let ids {
+            for k in 0..<idCount {
+                let pid = XResGetClientPid(ids + k)
+                if pid > 0 { pids[ids[k].spec.client] = pid }
+            }
+            XResClientIdsDestroy(idCount, ids)
+        }
+        return suspending.map { base in
+            let pid = pids[base]
+            return XSaverSuspender(client: UInt(base), pid: pid.map { Int32($0) }, name: pid.map { processName($0) } ?? "")
+        }
+    }
+
+    /// The atom naming the suspension's resource type.
+    private var saverSuspendAtom: Atom?
+
     /// The client bits of an XID: the complement of a client's resource mask (XResQueryClients).
     private func readClientBits() -> XID? {
         var count: Int32 = 0
@@ -332,14 +382,33 @@ final class XServer {
         } else if state == .on || (state == .off && tilOrSince == .zero) || knownSaverTimeout == nil {
             knownSaverTimeout = saverSettings().timeout
         }
+        // A presentation turns DPMS off with the saver: said with the saver-off hold.
+        let dpmsOff = state == .disabled && dpmsDisabled()
         let now = SystemClock.now().monotonic
         // Another client set the timeout (xdg-screensaver's resume after its `xset s
         // off`): the server's saver timer restarted then, at the latest now.
         if let previousTimeout, knownSaverTimeout != previousTimeout { saverTimeoutSetAt = now }
         return ScreenSaverReading(state: state, idle: Millis(Int64(clamping: info.pointee.idle)),
                                   tilOrSince: tilOrSince, timeout: knownSaverTimeout ?? .zero,
-                                  sinceTimeoutSet: saverTimeoutSetAt.map { now - $0 })
+                                  sinceTimeoutSet: saverTimeoutSetAt.map { now - $0 }, dpmsOff: dpmsOff)
     }
+
+    /// Whether the server's DPMS is disabled (`xset -dpms`); false when it cannot tell.
+    private func dpmsDisabled() -> Bool {
+        if dpmsAvailable == nil {
+            var error = [CChar](repeating: 0, count: 256)
+            var event: Int32 = 0
+            var base: Int32 = 0
+            dpmsAvailable = xil_xext_load(&error, error.count) == 0 && DPMSQueryExtension(display, &event, &base) != 0
+                && DPMSCapable(display) != 0
+        }
+        guard dpmsAvailable == true else { return false }
+        var level: CARD16 = 0
+        var enabled: BOOL = 0
+        return DPMSInfo(display, &level, &enabled) != 0 && enabled == 0
+    }
+
+    private var dpmsAvailable: Bool?
 
     /// The server's saver timeout as last read (see `saverReading`).
     private var knownSaverTimeout: Millis?

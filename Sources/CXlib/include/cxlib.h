@@ -15,9 +15,10 @@ int xil_xi_load(char *error, size_t size);
 /* libXrandr (the monitors: XRRQueryVersion, XRRGetMonitors, XRRFreeMonitors), the
  * same way; only hot corners need it. */
 int xil_xrandr_load(char *error, size_t size);
-/* libXRes (which client owns a window, and that client's pid: XResQueryClientIds),
- * the same way; the grab probe uses it to tell the locker's grab from another
- * client's. */
+/* libXRes (which client owns a window, and that client's pid: XResQueryClientIds;
+ * which clients suspend the saver: XResQueryClientResources), the same way; the grab
+ * probe uses it to tell the locker's grab from another client's, and the X source to
+ * name who holds the saver suspended. */
 int xil_xres_load(char *error, size_t size);
 /* libXext's DPMS (the monitor's power: DPMSInfo, DPMSEnable, DPMSForceLevel), the
  * same way; only --screen-off-after-lock needs it. */
