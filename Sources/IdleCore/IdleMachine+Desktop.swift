@@ -56,12 +56,12 @@ extension IdleMachine {
         let by = from.isEmpty ? "" : " by \(from)"
         switch locker {
         case .unlocked:
-            lockRequested = true
+            stages.lockRequested = true
             if !from.isEmpty { out.append(.log(.info, "lock requested\(by)")) }
             startLocker(now, &out)
         case .retrying:
             // Asked now: do not wait out the backoff.
-            lockRequested = true
+            stages.lockRequested = true
             out.append(.log(.info, "lock requested\(by) while the locker is failing: trying again now"))
             supervisor.retryNow(at: now.boottime)
         case .running:
@@ -90,7 +90,7 @@ extension IdleMachine {
         }
         out.append(.log(.info, "the system is going to sleep: locking first"))
         if locker == .unlocked {
-            lockRequested = true
+            stages.lockRequested = true
             startLocker(now, &out)
         } else {
             supervisor.retryNow(at: now.boottime)
@@ -137,7 +137,7 @@ extension IdleMachine {
         guard active == sessionInactive else { return }
         sessionInactive = !active
         if active {
-            sessionBackAt = now.monotonic
+            activity.sessionBackAt = now.monotonic
             // Input from here on must be heard as input: it alone is activity now.
             listening.resume(at: now)
             out.append(.log(.info, "this session is in front again after \(idle(at: now)) idle: the idle time goes on until input"))

@@ -82,3 +82,10 @@ extension IdleMachine {
         for check in checks { run(check, now, &out) }
     }
 }
+
+/// The earlier of two times, either of which may be none.
+func earliest(_ a: BoottimeInstant?, _ b: BoottimeInstant?) -> BoottimeInstant? {
+    guard let a else { return b }
+    guard let b else { return a }
+    return min(a, b)
+}
