@@ -2,7 +2,7 @@
 // session in front; and what the machine tells logind back (its hints).
 
 /// Logind's sleep delay: the system waits to sleep until the screen is covered and
-/// the before-sleep hook has ended, or until the delay runs out (`TimedCheck.sleepDelay`).
+/// the before-sleep hook has ended, or until the delay runs out.
 struct SleepDelay: Sendable {
     /// The system waits to sleep until this time at the latest; nil while no sleep waits.
     var until: BoottimeInstant?
@@ -41,6 +41,22 @@ struct InputListening: Sendable {
         resumesAt = nil
         since = now
     }
+}
+
+extension SleepDelay: MachinePart {
+    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.sleep.until }
+
+    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
+        machine.sleepDelayCheck(now, &out)
+    }
+}
+
+extension InputListening: MachinePart {
+    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.listening.nextDeadline }
+
+    /// Not among the parts `handle` runs: a pause ends at the wake's reading of the
+    /// server's counter, which only `.wake` carries.
+    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {}
 }
 
 /// What logind was last told: it hears only changes.

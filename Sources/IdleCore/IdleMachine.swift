@@ -6,6 +6,10 @@
 /// every activity is kept in both clocks and the cross-check is made on the
 /// monotonic one. Nothing
 /// here reads a clock, touches X or starts a process; the edges do that.
+///
+/// It is made of parts of one shape (`MachinePart`): each keeps its own state, says
+/// its next deadline and reacts when its time comes; `handle` and `nextDeadline` go
+/// over them, in the one order written down at `IdleMachine.afterEvent`.
 public struct IdleMachine: Sendable {
     public let config: AgentConfig
 
@@ -99,13 +103,12 @@ public struct IdleMachine: Sendable {
     public func suspended(at now: Instant) -> Millis { now.suspended - lastActivityAt.suspended }
 
     /// The boottime of the next thing the machine must wake up for, if any.
-    /// Between deadlines the agent sleeps: nothing here needs polling. Every timed
-    /// check says its own (`TimedCheck`); listening paused after input has no check:
-    /// it resumes at the wake-up's reading of the server's counter.
+    /// Between deadlines the agent sleeps: nothing here needs polling. Every part
+    /// says its own.
     public var nextDeadline: BoottimeInstant? {
         var deadline: BoottimeInstant?
-        for check in TimedCheck.allCases { deadline = earliest(deadline, due(check)) }
-        return earliest(deadline, listening.nextDeadline)
+        for part in IdleMachine.parts { deadline = earliest(deadline, part.nextDeadline(of: self)) }
+        return deadline
     }
 
     /// A locker process runs (started or adopted), whether or not it covers the screen yet.
@@ -118,10 +121,9 @@ public struct IdleMachine: Sendable {
 
     public mutating func handle(_ event: Event, at now: Instant) -> [Action] {
         var out: [Action] = []
-        // A suspend since the last event first: the resume re-arms the stages, and the
-        // idle time everything after reads counts from there.
-        noteSuspendGap(now, &out)
-        run(TimedCheck.beforeEvent, now, &out)
+        // What came due before the event, in the order written down (and explained)
+        // at `IdleMachine.beforeEvent`: a suspend first, then holds that ran out.
+        timeCame(IdleMachine.beforeEvent, now, &out)
         switch event {
         case .start(let serverIdle, let awaiting):
             activity.at = Instant(monotonic: now.monotonic - serverIdle, boottime: now.boottime - serverIdle)
@@ -204,8 +206,8 @@ public struct IdleMachine: Sendable {
             cardsReported(report, now, &out)
         }
         // What the event made due, and what its time made due, in the one order
-        // written down (and explained) at `TimedCheck`.
-        run(TimedCheck.afterEvent, now, &out)
+        // written down (and explained) at `IdleMachine.afterEvent`.
+        timeCame(IdleMachine.afterEvent, now, &out)
         return out
     }
 
@@ -300,7 +302,7 @@ public struct IdleMachine: Sendable {
             out.append(.log(.error, "the locker \(reason): the screen may NOT be locked; starting it again \(delay <= .zero ? "now" : "in \(delay)")"))
             out.append(.announce(.lockerFailed(kind: failure.kind, reason: reason, retryIn: delay)))
             tellLockedHint(false, &out)
-            // A retry due now starts from the lockerRetry check, after the event (TimedCheck).
+            // A retry due now starts from the locker's own time, after the event.
         case .retryNow:
             startLocker(now, &out)
         case .retryHeldOff(let until, let again):
@@ -352,5 +354,18 @@ public struct IdleMachine: Sendable {
 
     func describeStages() -> String {
         config.stages.map { "\($0.name) at \($0.idleTime)" }.joined(separator: ", ")
+    }
+}
+
+extension LockerSupervisor: MachinePart {
+    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? {
+        let supervisor = machine.supervisor
+        return earliest(supervisor.nextProbe(hurry: machine.sleep.waits), supervisor.retryAt)
+    }
+
+    /// The grab probe (while a locker runs), then a failed locker's next start.
+    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
+        machine.probeIfDue(now, &out)
+        machine.retryLockerIfDue(now, &out)
     }
 }
