@@ -116,16 +116,16 @@ public struct CookieSource: Sendable {
     }
 }
 
-/// The hold bookkeeping the machine keeps besides the inhibitors themselves.
+/// The holds' part: the inhibitors and a disable, and the gate's own records (ids,
+/// rates, refusals, the max-inhibit budget).
 struct HoldBook: Sendable {
+    var inhibitors: [Inhibitor] = []
+    /// When each inhibitor began (boottime), by id: status shows how long it has held.
+    var began: [Int: BoottimeInstant] = [:]
+    /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
+    var disabledUntil: BoottimeInstant??
     /// Inhibitor ids (D-Bus cookies).
     var ids: CookieSource
-    /// Sources that have not yet said what they hold at start, and until when the
-    /// first stage waits for them.
-    var awaiting: Set<InhibitorSource> = []
-    var awaitingUntil: BoottimeInstant?
-    /// Sources that are up, waited for until their clients have had a moment.
-    var settling: [InhibitorSource: BoottimeInstant] = [:]
     /// Reported holds that were refused, by owner and key, with the reason: not tried
     /// (nor logged) again while reported, and shown in status.
     var refused: [HoldOwner: [String: (claim: HoldClaim, reason: String)]] = [:]
@@ -150,12 +150,92 @@ struct HoldBook: Sendable {
         clientRates[owner] = nil
     }
 
-    mutating func newID(avoiding inhibitors: [Inhibitor]) -> Int {
+    mutating func newID() -> Int {
         while true {
             // 31 bits: a D-Bus cookie (uint32), never 0, and a JSON number without loss.
             let id = Int(ids.next() & 0x7fff_ffff)
             if id != 0, !inhibitors.contains(where: { $0.id == id }) { return id }
         }
+    }
+}
+
+/// The start's wait: the first stage waits, at most `HoldLimits.startupWait`, for the
+/// sources to say what they hold, so that a hold from before the start is not missed.
+struct StartupWait: Sendable {
+    /// Sources that have not yet said what they hold, and until when the first stage
+    /// waits for them.
+    var awaiting: Set<InhibitorSource> = []
+    var until: BoottimeInstant?
+    /// Sources that are up, waited for until their clients have had a moment.
+    var settling: [InhibitorSource: BoottimeInstant] = [:]
+
+    /// When the wait ends: once the last source has settled, or at the bound.
+    var ends: BoottimeInstant? {
+        guard let until else { return nil }
+        guard awaiting.allSatisfy({ settling[$0] != nil }) else { return until }
+        return min(awaiting.compactMap { settling[$0] }.max() ?? until, until)
+    }
+}
+
+extension HoldBook: MachinePart {
+    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.holdsExpire }
+
+    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
+        machine.endExpiredHolds(now, &out)
+    }
+}
+
+extension StartupWait: MachinePart {
+    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.startupWaitDue }
+
+    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
+        machine.endStartupWaitIfDue(now, &out)
+    }
+}
+
+extension IdleMachine {
+    public var inhibitors: [Inhibitor] { holds.inhibitors }
+    /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.
+    public var disabledUntil: BoottimeInstant?? { holds.disabledUntil }
+    public var isDisabled: Bool { holds.disabledUntil != nil }
+
+    mutating func endExpiredHolds(_ now: Instant, _ out: inout [Action]) {
+        endHoldsIfBudgetSpent(now, &out)
+        endInhibitors(where: { $0.until.map { now.boottime >= $0 } ?? false }, now, &out)
+        if let until = disabledUntil ?? nil, now.boottime >= until { enable(by: "the end of its time", now, &out) }
+    }
+
+    /// `xidlelock disable`: a hold like any other, through the same rules.
+    mutating func disable(for requested: Millis?, by: String, _ now: Instant, _ out: inout [Action]) -> Answer {
+        if let refusal = config.secure ? "the agent runs with --secure" : budgetRefusal {
+            report(.disableRefused, "refused to disable for \(by.isEmpty ? "a client" : by): \(refusal) (said once)", &out)
+            return .refused(refusal)
+        }
+        let until = requested.map { now.boottime + $0 }
+        beginHolding(now)
+        holds.disabledUntil = .some(until)
+        let bound = holdBudgetEnds.map { "; \($0 - now.boottime) at the most without input (the policy's max-inhibit)" } ?? ""
+        out.append(.log(.info, "disabled" + (until.map { " for \($0 - now.boottime)" } ?? "") + (by.isEmpty ? "" : " by \(by)") + bound))
+        out.append(.announce(.disabled(remaining: until.map { $0 - now.boottime }, by: by)))
+        return .done
+    }
+
+    mutating func enable(by: String, _ now: Instant, _ out: inout [Action]) {
+        holds.disabledUntil = nil
+        out.append(.log(.info, "enabled" + (by.isEmpty ? "" : " by \(by)") + rearmNote(now)))
+        out.append(.announce(.enabled(by: by)))
+    }
+
+    /// Ends every inhibitor that matches, in the order they began.
+    mutating func endInhibitors(where ends: (Inhibitor) -> Bool, _ now: Instant, _ out: inout [Action]) {
+        while let k = holds.inhibitors.firstIndex(where: ends) { endInhibitor(at: k, now, &out) }
+    }
+
+    mutating func endInhibitor(at k: Int, _ now: Instant, _ out: inout [Action]) {
+        let inhibitor = holds.inhibitors.remove(at: k)
+        holds.began[inhibitor.id] = nil
+        out.append(.log(.info, "inhibitor of \(inhibitor.who) ended" + rearmNote(now)))
+        out.append(.announce(.uninhibited(inhibitor)))
     }
 }
 
@@ -201,11 +281,11 @@ extension IdleMachine {
             return .refused(refusal)
         }
         let until = claim.span.map { now.boottime + $0 }
-        let inhibitor = Inhibitor(id: holds.newID(avoiding: inhibitors), who: claim.who, why: claim.why, until: until,
+        let inhibitor = Inhibitor(id: holds.newID(), who: claim.who, why: claim.why, until: until,
                                   source: owner.source, client: owner.client, key: claim.key)
         beginHolding(now)
-        inhibitors.append(inhibitor)
-        inhibitorSince[inhibitor.id] = now.boottime
+        holds.inhibitors.append(inhibitor)
+        holds.began[inhibitor.id] = now.boottime
         let span = until.map { "for \($0 - now.boottime)" } ?? owner.source.row.lasts
         let bound = holdBudgetEnds.map { "; every hold ends in \($0 - now.boottime) at the latest without input (the policy's max-inhibit)" } ?? ""
         out.append(.log(.info, "inhibited by \(inhibitor.who) \(span)\(inhibitor.why.isEmpty ? "" : ": \(inhibitor.why)")\(bound)"))
@@ -264,33 +344,26 @@ extension IdleMachine {
 
     /// The sources the first stage waits for, from the start.
     mutating func awaitSources(_ sources: Set<InhibitorSource>, _ now: Instant) {
-        holds.awaiting = sources
-        holds.awaitingUntil = sources.isEmpty ? nil : now.boottime + HoldLimits.startupWait
+        startupWait.awaiting = sources
+        startupWait.until = sources.isEmpty ? nil : now.boottime + HoldLimits.startupWait
     }
 
     mutating func sourceReported(_ source: InhibitorSource, settle: Millis = .zero, _ now: Instant, _ out: inout [Action]) {
-        guard holds.awaiting.contains(source) else { return }
+        guard startupWait.awaiting.contains(source) else { return }
         if settle > .zero {
-            holds.settling[source] = now.boottime + settle
+            startupWait.settling[source] = now.boottime + settle
         } else {
-            holds.awaiting.remove(source)
-            holds.settling[source] = nil
+            startupWait.awaiting.remove(source)
+            startupWait.settling[source] = nil
         }
         endStartupWaitIfDue(now, &out)
-    }
-
-    /// When the start's wait ends: once the last source has settled, or at the bound.
-    var startupWaitEnds: BoottimeInstant? {
-        guard let until = holds.awaitingUntil else { return nil }
-        guard holds.awaiting.allSatisfy({ holds.settling[$0] != nil }) else { return until }
-        return min(holds.awaiting.compactMap { holds.settling[$0] }.max() ?? until, until)
     }
 
     /// When the start's wait must be looked at: only for a stage due before it ends
     /// (an agent that starts with an hour to go does not wake for it), then when both
     /// the stage is due and the wait is over.
     var startupWaitDue: BoottimeInstant? {
-        guard let waitEnds = startupWaitEnds,
+        guard let waitEnds = startupWait.ends,
               let due = config.stages.indices.filter({ !fired[$0] && heldBy($0, awaiting: false).isEmpty }).map(dueTime).min()
         else { return nil }
         return max(due, waitEnds)
@@ -298,16 +371,16 @@ extension IdleMachine {
 
     /// Sources that have not answered within the wait count as holding nothing.
     mutating func endStartupWaitIfDue(_ now: Instant, _ out: inout [Action]) {
-        guard let until = holds.awaitingUntil else { return }
-        holds.awaiting = holds.awaiting.filter { holds.settling[$0].map { now.boottime < $0 } ?? true }
-        if !holds.awaiting.isEmpty && now.boottime >= until {
-            let silent = InhibitorSource.allCases.filter(holds.awaiting.contains).map(\.rawValue)
+        guard let until = startupWait.until else { return }
+        startupWait.awaiting = startupWait.awaiting.filter { startupWait.settling[$0].map { now.boottime < $0 } ?? true }
+        if !startupWait.awaiting.isEmpty && now.boottime >= until {
+            let silent = InhibitorSource.allCases.filter(startupWait.awaiting.contains).map(\.rawValue)
             out.append(.log(.warning, "no word from \(silent.joined(separator: ", ")) within \(HoldLimits.startupWait) of the start: counting \(silent.count == 1 ? "it" : "them") as holding nothing"))
-            holds.awaiting = []
+            startupWait.awaiting = []
         }
-        if holds.awaiting.isEmpty {
-            holds.awaitingUntil = nil
-            holds.settling = [:]
+        if startupWait.awaiting.isEmpty {
+            startupWait.until = nil
+            startupWait.settling = [:]
         }
     }
 
@@ -318,7 +391,7 @@ extension IdleMachine {
     }
 
     /// The first stage still waits for the sources to report.
-    public var awaitingSources: Bool { holds.awaitingUntil != nil }
+    public var awaitingSources: Bool { startupWait.until != nil }
 
     // MARK: max-inhibit
 
@@ -326,9 +399,8 @@ extension IdleMachine {
     /// policy's max-inhibit while anything holds.
     var holdsExpire: BoottimeInstant? {
         var first = disabledUntil ?? nil
-        func consider(_ t: BoottimeInstant?) { if let t { first = min(first ?? t, t) } }
-        for inhibitor in inhibitors { consider(inhibitor.until) }
-        if isDisabled || !inhibitors.isEmpty { consider(holdBudgetEnds) }
+        for inhibitor in inhibitors { first = earliest(first, inhibitor.until) }
+        if isDisabled || !inhibitors.isEmpty { first = earliest(first, holdBudgetEnds) }
         return first
     }
 

@@ -2,7 +2,7 @@
 // session in front; and what the machine tells logind back (its hints).
 
 /// Logind's sleep delay: the system waits to sleep until the screen is covered and
-/// the before-sleep hook has ended, or until the delay runs out (`TimedCheck.sleepDelay`).
+/// the before-sleep hook has ended, or until the delay runs out.
 struct SleepDelay: Sendable {
     /// The system waits to sleep until this time at the latest; nil while no sleep waits.
     var until: BoottimeInstant?
@@ -43,6 +43,22 @@ struct InputListening: Sendable {
     }
 }
 
+extension SleepDelay: MachinePart {
+    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.sleep.until }
+
+    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
+        machine.sleepDelayCheck(now, &out)
+    }
+}
+
+extension InputListening: MachinePart {
+    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.listening.nextDeadline }
+
+    /// Not among the parts `handle` runs: a pause ends at the wake's reading of the
+    /// server's counter, which only `.wake` carries.
+    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {}
+}
+
 /// What logind was last told: it hears only changes.
 struct LogindHints: Sendable {
     var locked = false
@@ -56,12 +72,12 @@ extension IdleMachine {
         let by = from.isEmpty ? "" : " by \(from)"
         switch locker {
         case .unlocked:
-            lockRequested = true
+            stages.lockRequested = true
             if !from.isEmpty { out.append(.log(.info, "lock requested\(by)")) }
             startLocker(now, &out)
         case .retrying:
             // Asked now: do not wait out the backoff.
-            lockRequested = true
+            stages.lockRequested = true
             out.append(.log(.info, "lock requested\(by) while the locker is failing: trying again now"))
             supervisor.retryNow(at: now.boottime)
         case .running:
@@ -90,7 +106,7 @@ extension IdleMachine {
         }
         out.append(.log(.info, "the system is going to sleep: locking first"))
         if locker == .unlocked {
-            lockRequested = true
+            stages.lockRequested = true
             startLocker(now, &out)
         } else {
             supervisor.retryNow(at: now.boottime)
@@ -137,7 +153,7 @@ extension IdleMachine {
         guard active == sessionInactive else { return }
         sessionInactive = !active
         if active {
-            sessionBackAt = now.monotonic
+            activity.sessionBackAt = now.monotonic
             // Input from here on must be heard as input: it alone is activity now.
             listening.resume(at: now)
             out.append(.log(.info, "this session is in front again after \(idle(at: now)) idle: the idle time goes on until input"))

@@ -40,7 +40,7 @@ extension IdleMachine {
                     ("who", .string(inhibitor.who)),
                     ("why", .string(inhibitor.why)),
                     ("remaining_ms", optional(inhibitor.until.map { $0 - now.boottime })),
-                    ("since_ms", optional(inhibitorSince[inhibitor.id].map { now.boottime - $0 })),
+                    ("since_ms", optional(holds.began[inhibitor.id].map { now.boottime - $0 })),
                 ])
             })),
             ("inhibitor_count", .number(Double(inhibitors.count))),
@@ -48,7 +48,7 @@ extension IdleMachine {
                 let n = inhibitors.count { $0.source == source }
                 return n == 0 ? nil : (source.rawValue, .number(Double(n)))
             })),
-            ("waiting_for_sources", .array(InhibitorSource.allCases.filter { awaitingSources && holds.awaiting.contains($0) }
+            ("waiting_for_sources", .array(InhibitorSource.allCases.filter { awaitingSources && startupWait.awaiting.contains($0) }
                 .map { .string($0.rawValue) })),
             ("max_inhibit_used_up", .bool(config.maxInhibit != nil && holds.budgetSpent)),
             ("refused_holds", .array(refusedHolds.prefix(IdleMachine.inhibitorsListed).map { refused in
