@@ -555,7 +555,7 @@ public final class Agent {
         request.baseEnvironment = lockerEnvironment
         // While the system waits to sleep, a locker that knows the protocol gets the
         // delay, to close once it covers the screen; no other child ever sees it.
-        if transferSleepLock, let fd = desktop?.sleepDelayForLocker {
+        if transferSleepLock, let fd = desktop?.logind.sleepDelayForLocker {
             request.passedDescriptors = [(from: fd, to: 3)]
             request.environment.append(EnvironmentVariable("XSS_SLEEP_LOCK_FD", "3"))
         }
