@@ -45,6 +45,16 @@ extension Sandbox {
         try await status()["desktop"] as? [String: Any] ?? [:]
     }
 
+    /// Enables a disabled agent, waits for the server's idle time to pass the lock time
+    /// by 1.5 s, and expects no lock meanwhile (a hold keeps it off).
+    func enableAndExpectHeld(lockAfter: Int, agent: AgentProcess) async throws {
+        #expect(try await client("enable").exit == .exited(0))
+        try await waitUntil("the server idle to pass the lock time by 1.5 s", every: .milliseconds(200)) {
+            try await serverIdle() >= lockAfter + 1500
+        }
+        #expect(!exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
+    }
+
     func inhibitors() async throws -> [[String: Any]] {
         try await status()["inhibitors"] as? [[String: Any]] ?? []
     }
@@ -311,11 +321,7 @@ extension DesktopTests {
                     #expect(who.hasPrefix("pid \(pid) (python3), :"), "\(held)")
                     #expect(inhibitor?["why"] as? String == "\(app): \(reason)", "\(held)")
                 }
-                #expect(try await s.client("enable").exit == .exited(0))
-                try await s.waitUntil("the server idle to pass the lock time by 1.5 s", every: .milliseconds(200)) {
-                    try await s.serverIdle() >= lockAfter + 1500
-                }
-                #expect(!s.exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
+                try await s.enableAndExpectHeld(lockAfter: lockAfter, agent: agent)
                 #expect(try await s.status()["state"] as? String == "inhibited")
 
                 s.touch("release1")
@@ -618,11 +624,7 @@ extension DesktopTests {
                 #expect(held.contains { ($0["who"] as? String ?? "").hasPrefix("pid \(second.processIdentifier) (python3), :") }, "\(held)")
                 for name in Self.names { #expect(try await s.bus("pm", name, "HasInhibit") == "true") }
 
-                #expect(try await s.client("enable").exit == .exited(0))
-                try await s.waitUntil("the server idle to pass the lock time by 1.5 s", every: .milliseconds(200)) {
-                    try await s.serverIdle() >= lockAfter + 1500
-                }
-                #expect(!s.exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
+                try await s.enableAndExpectHeld(lockAfter: lockAfter, agent: agent)
 
                 s.touch("release1")
                 #expect(try await first.waitForExit("the first holder") == .exited(0))
@@ -686,11 +688,7 @@ extension DesktopTests {
                 #expect(held.first?["why"] as? String == "org.example.Film: Playing", "\(held)")
                 #expect((held.first?["who"] as? String ?? "").hasPrefix("pid \(idle.processIdentifier) (gnome-session-i"), "\(held)")
 
-                #expect(try await s.client("enable").exit == .exited(0))
-                try await s.waitUntil("the server idle to pass the lock time by 1.5 s", every: .milliseconds(200)) {
-                    try await s.serverIdle() >= lockAfter + 1500
-                }
-                #expect(!s.exists("lockers.pids"), "locked while inhibited\n\(agent.log)")
+                try await s.enableAndExpectHeld(lockAfter: lockAfter, agent: agent)
 
                 s.touch("release")
                 #expect(try await idle.waitForExit("gnome-session-inhibit --inhibit idle") == .exited(0))

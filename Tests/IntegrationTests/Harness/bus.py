@@ -873,20 +873,13 @@ def main():
         print('held', flush=True)
         wait_for_file(until)
         os.close(held)
-    elif command == 'ss':
-        path, method = args[0], args[1]
-        obj = dbus.SessionBus().get_object(SCREENSAVER, path, introspect=False)
+    elif command in ('ss', 'pm'):
+        # ss: args[0] is the path; pm: the bus name (the object is PowerManagement's one path).
+        name, path, interface = (SCREENSAVER, args[0], SCREENSAVER) if command == 'ss' else (args[0], PM_INHIBIT_PATH, PM_INHIBIT)
+        method = args[1]
+        obj = dbus.SessionBus().get_object(name, path, introspect=False)
         try:
-            answer = getattr(obj, method)(*convert(method, args[2:]), dbus_interface=SCREENSAVER)
-        except dbus.exceptions.DBusException as e:
-            fail(f'{e.get_dbus_name()}: {e.get_dbus_message()}')
-        if answer is not None:
-            print(json.dumps(bool(answer) if isinstance(answer, dbus.Boolean) else int(answer)))
-    elif command == 'pm':
-        name, method = args[0], args[1]
-        obj = dbus.SessionBus().get_object(name, PM_INHIBIT_PATH, introspect=False)
-        try:
-            answer = getattr(obj, method)(*convert(method, args[2:]), dbus_interface=PM_INHIBIT)
+            answer = getattr(obj, method)(*convert(method, args[2:]), dbus_interface=interface)
         except dbus.exceptions.DBusException as e:
             fail(f'{e.get_dbus_name()}: {e.get_dbus_message()}')
         if answer is not None:
