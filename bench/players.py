@@ -251,7 +251,8 @@ class Run:
         self.kind, self.flags = agent_kind(agent)
         self.video, self.pdf, self.odp = media
         self.keep = keep
-        self.dir = tempfile.mkdtemp(prefix=f"players-{row}-{agent}-")
+        # No "+" in the path: the bus addresses made from it would need it escaped.
+        self.dir = tempfile.mkdtemp(prefix=f"players-{row}-{agent.replace('+', '-')}-")
         os.chmod(self.dir, 0o755)
         self.result = dict(row=row, agent=agent, portal=portal)
 
