@@ -3,8 +3,13 @@
 off while it plays, and how soon after it is killed does the lock come, for xidlelock
 and for xss-lock beside it (the anchor: `xss-lock -- LOCKER` with `xset s LOCK 0`).
 
-    bench/players.sh [--rows mpv,totem,...] [--agents xidlelock,xss-lock]
+    bench/players.sh [--rows mpv,totem,...] [--agents xidlelock,xidlelock+sm,xss-lock]
                      [--lock 8] [--no-portal] [--out FILE] [--keep]
+
+An agent entry is xss-lock, or xidlelock with an optional suffix that adds flags
+(AGENT_FLAGS): xidlelock+sm runs it with --session-manager-service, xidlelock+playing
+with --not-when-playing. Each entry gets a column pair; the "+ portal" pair (GTK rows)
+is plain xidlelock with xdg-desktop-portal-gtk on the bus.
 
 Each row runs on a fresh Xvfb (its own display), a private `dbus-daemon --session`
 (nothing on it but what the row starts; D-Bus activation sees every installed
@@ -92,6 +97,14 @@ DEFAULT_ROWS = ["mpv", "vlc", "firefox", "totem", "evince", "clapper", "impress"
 BASE = {"Xvfb": "xvfb", "dbus-daemon": "dbus", "dbus-monitor": "dbus-bin", "dbus-send": "dbus-bin",
         "xset": "x11-xserver-utils", "xdotool": "xdotool", "ffmpeg": "ffmpeg", "setpriv": "util-linux"}
 PORTAL = ["/usr/libexec/xdg-desktop-portal", "/usr/libexec/xdg-desktop-portal-gtk"]
+# xidlelock+SUFFIX in --agents: the flags the suffix adds.
+AGENT_FLAGS = {"": [], "sm": ["--session-manager-service"], "playing": ["--not-when-playing"]}
+
+
+def agent_kind(entry):
+    """xidlelock or xss-lock, and the flags (xidlelock+sm: --session-manager-service)."""
+    kind, _, suffix = entry.partition("+")
+    return kind, AGENT_FLAGS.get(suffix)
 
 # Method calls worth naming: who an application asks to hold the screen on.
 WATCHED = re.compile(r"ScreenSaver|SessionManager|PowerManagement|portal\.Inhibit|impl\.portal\.Inhibit|"
@@ -235,9 +248,11 @@ class Run:
 
     def __init__(self, row, agent, portal, lock, media, keep):
         self.row, self.spec, self.agent, self.portal, self.lock = row, ROWS[row], agent, portal, lock
+        self.kind, self.flags = agent_kind(agent)
         self.video, self.pdf, self.odp = media
         self.keep = keep
-        self.dir = tempfile.mkdtemp(prefix=f"players-{row}-{agent}-")
+        # No "+" in the path: the bus addresses made from it would need it escaped.
+        self.dir = tempfile.mkdtemp(prefix=f"players-{row}-{agent.replace('+', '-')}-")
         os.chmod(self.dir, 0o755)
         self.result = dict(row=row, agent=agent, portal=portal)
 
@@ -390,15 +405,19 @@ class Run:
 
     def start_agent(self):
         env = self.base_env()
-        if self.agent == "xidlelock":
+        if self.kind == "xidlelock":
             self.socket = self.path("agent.sock")
             start([XIDLELOCK, "--lock-after", f"{self.lock}s", "--locker", self.locker_command(),
-                   "--socket", self.socket], env, self.dir, self.path("agent.log"))
+                   "--socket", self.socket] + self.flags, env, self.dir, self.path("agent.log"))
             ok = wait_for(lambda: run([XIDLELOCK, "status", "--socket", self.socket], env, 5)[0] == 0, 20)
             if not ok:
                 raise RuntimeError("xidlelock did not answer: " + open(self.path("agent.log")).read())
             # Its bus service (on by default) is up once it says so.
             wait_for(lambda: "org.freedesktop.ScreenSaver" in open(self.path("agent.log")).read(), 10)
+            if "--session-manager-service" in self.flags and not wait_for(
+                    lambda: self.has_name("org.gnome.SessionManager"), 10, 0.2):
+                raise RuntimeError("org.gnome.SessionManager did not appear on the bus: "
+                                   + open(self.path("agent.log")).read())
         else:
             run(["xset", "s", str(self.lock), "0"], env)
             p = start(["xss-lock", "--", "sh", "-c", self.locker_command()], env, self.dir, self.path("agent.log"))
@@ -406,6 +425,11 @@ class Run:
             time.sleep(0.5)
             if p.poll() is not None:
                 raise RuntimeError("xss-lock exited: " + open(self.path("agent.log")).read())
+
+    def has_name(self, name):
+        return "boolean true" in run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                                      "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
+                                      f"string:{name}"], self.base_env(), 5)[1]
 
     def start_portal(self):
         env = self.app_env(None)
@@ -428,7 +452,7 @@ class Run:
             return []
 
     def holders(self):
-        if self.agent != "xidlelock":
+        if self.kind != "xidlelock":
             return None
         code, out, _ = run([XIDLELOCK, "status", "--json", "--socket", self.socket], self.base_env(), 5)
         if code != 0:
@@ -577,7 +601,7 @@ class Run:
             self.label_connections()
             wait_for(self.locks, min(2.0, max(0.0, hold_until - time.time())))
         self.label_connections()
-        self.result["status_shown"] = f"{shown}/{polls}" if self.agent == "xidlelock" else None
+        self.result["status_shown"] = f"{shown}/{polls}" if self.kind == "xidlelock" else None
         self.result["saver_held"] = self.saver()
         locks = self.locks()
         if locks:
@@ -599,6 +623,16 @@ class Run:
         locks = self.locks()
         self.result["after_kill"] = f"{locks[0] - t_kill:.1f} s" if locks else f"never (waited {limit} s)"
         self.result["saver_after"] = self.saver()
+        if not locks and self.kind == "xidlelock":
+            # What doctor says of the hold that outlived its program (LibreOffice's saver off).
+            code, out, err = run([XIDLELOCK, "doctor", "--socket", self.socket], self.base_env(), 20)
+            with open(self.path("doctor.txt"), "w") as f:
+                f.write(out + err)
+            held = [line.strip() for line in out.splitlines() if "held off" in line or "xset s on" in line]
+            self.result["doctor"] = held
+            if any("xset s on" in line for line in held):
+                self.result["after_kill"] = (f"never (waited {limit} s): the X server keeps the saver off; "
+                                             "doctor says `xset s on` ends it")
         self.result["calls"], self.result["errors"] = self.app_calls()
 
     def cleanup(self):
@@ -648,7 +682,11 @@ def main():
     missing = {p: pkg for p, pkg in BASE.items() if shutil.which(p) is None}
     if "xss-lock" in agents and shutil.which("xss-lock") is None:
         missing["xss-lock"] = "xss-lock"
-    if "xidlelock" in agents and XIDLELOCK is None:
+    for a in agents:
+        kind, flags = agent_kind(a)
+        if kind not in ("xidlelock", "xss-lock") or flags is None or (kind == "xss-lock" and "+" in a):
+            sys.exit(f"players: no agent '{a}' (xss-lock, or xidlelock[+{'|+'.join(f for f in AGENT_FLAGS if f)}])")
+    if any(agent_kind(a)[0] == "xidlelock" for a in agents) and XIDLELOCK is None:
         sys.exit("players: no xidlelock binary: run `swift build` (or `make release`), or set XIDLELOCK=path")
     if subprocess.run([sys.executable, "-c", "import dbus, dbusmock"], capture_output=True).returncode != 0:
         missing[f"{sys.executable}'s dbus and dbusmock"] = "python3-dbusmock"
@@ -704,6 +742,10 @@ def report(rows, agents, want_portal, skipped, results, lock):
              f"{2 * lock} s after the last input while the application plays; then `kill -9` of its process group, "
              f"and the time to the lock). xidlelock {binary} "
              f"at {build}; xss-lock {version('xss-lock')} with `xset s {lock} 0`.")
+    for a in agents:
+        kind, flags = agent_kind(a)
+        if flags:
+            L.append(f"`{a}` is xidlelock with `{' '.join(flags)}` (no portal).")
     L.append("")
     head = ["application"]
     for a in agents:
@@ -751,6 +793,8 @@ def report(rows, agents, want_portal, skipped, results, lock):
                 parts.append("calls: " + ("; ".join(f"`{c}`" for c in res["calls"]) or "none"))
                 if res.get("errors"):
                     parts.append("errors: " + "; ".join(f"`{e}`" for e in res["errors"]))
+            if res.get("doctor"):
+                parts.append("doctor after the kill: " + "; ".join(f"`` {d} ``" for d in res["doctor"]))
             if res.get("app_log"):
                 parts.append("app log: `" + res["app_log"].strip().replace("\n", " ⏎ ")[-300:] + "`")
             L.append(f"- {ROWS[r]['label']}, {a}: " + (". ".join(parts) or "–"))
