@@ -64,12 +64,10 @@ build() {
 
 count() { find "$1" -type f | wc -l | tr -d ' '; }
 
-failed=""
-for t in $targets; do
-    source_of "$t" >/dev/null
-    build "$t"
-done
-for t in $targets; do
+# One target's fuzzing (and merge): its lines on stdout, a finding on stderr, and a
+# non-zero exit when it failed.
+fuzz_one() {
+    t=$1
     seeds=fuzz/corpus/$t
     work=$out/corpus/$t
     log=$out/$t.log
@@ -87,8 +85,7 @@ for t in $targets; do
             tail -n 30 "$log" >&2
             # The cause, which a long stack trace pushes out of the tail.
             echo "fuzz: $t: $(grep -a -m1 -e 'FUZZ FINDING' -e 'Fatal error' -e 'ERROR: ' "$log")" >&2
-            failed="$failed $t"
-            continue
+            return 1
         fi
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
         secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log")
@@ -97,12 +94,45 @@ for t in $targets; do
     if [ "$merge" = yes ]; then
         "$out/bin/$t" -merge=1 -use_counters=0 -timeout=10 -max_len=4096 "$seeds" "$work" >"$out/$t.merge.log" 2>&1 || {
             echo "fuzz: merging into $seeds failed; see $out/$t.merge.log" >&2
-            failed="$failed $t"
-            continue
+            return 1
         }
         echo "fuzz: $t: corpus $before -> $(count "$seeds") files (merged into $seeds)"
     fi
-done
+}
+
+# Runs `$1 TARGET` for every target, as many at once as there are cores: a build
+# (one -wmo compile) and a fuzzing run each keep one core busy, so on CI's two cores
+# this halves their time. Each job's lines are shown together, in the targets'
+# order; the targets that failed are added to `failed`.
+each_target() {
+    job=$1
+    jobs=$(nproc 2>/dev/null || echo 2)
+    batch=""
+    for t in $targets; do
+        source_of "$t" >/dev/null
+        ( "$job" "$t" >"$out/$t.$job.out" 2>&1 ) &
+        batch="$batch $t:$!"
+        # shellcheck disable=SC2086 # the batch is counted by its words
+        set -- $batch
+        if [ $# -ge "$jobs" ]; then finish_batch; batch=""; fi
+    done
+    finish_batch
+}
+
+finish_batch() {
+    for entry in $batch; do
+        t=${entry%%:*}
+        if wait "${entry#*:}"; then cat "$out/$t.$job.out"; else cat "$out/$t.$job.out" >&2; failed="$failed $t"; fi
+    done
+}
+
+failed=""
+each_target build
+if [ -n "$failed" ]; then
+    echo "fuzz: these targets did not build:$failed" >&2
+    exit 1
+fi
+each_target fuzz_one
 
 if [ -n "$failed" ]; then
     echo "fuzz: FAILED:$failed; the inputs are in fuzz/crashes/ (see the top of fuzz/run.sh to reproduce)" >&2
