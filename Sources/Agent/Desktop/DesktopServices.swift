@@ -42,8 +42,8 @@ final class DesktopServices {
     private let settings: Settings
     /// logind and UPower, followed on the system bus.
     let logind: LogindLink
-    private var session: BusConnection?
-    private var system: BusConnection?
+    private let session: BusLink
+    private let system: BusLink
     /// The services of holds served whenever the session bus is there.
     private let services: [SessionService]
     /// What the bus answered for each of their names ("served", "owned by …"), for status and doctor.
@@ -51,21 +51,14 @@ final class DesktopServices {
     /// The desktop portal that relays GTK's inhibitors to org.freedesktop.ScreenSaver, if one is installed.
     private let inhibitPortal = DesktopServices.findInhibitPortal()
     private var said: Set<String> = []
-    private var retryDelay: [String: Millis] = [:]
-    private var retryTimer: [String: RetryTimer] = [:]
-    /// A bus's socket, watched for while the bus is not joined.
-    private var socketWatch: [String: SocketWatch] = [:]
-    /// The buses this agent has been connected to.
-    private var everConnected: Set<String> = []
-    /// Each bus's state in the user's words ("connected", "connecting", "not
-    /// connected: why; what happens next"), for status and doctor.
-    private var busState: [String: String] = [:]
 
     init(agent: DesktopAgent, settings: Settings) {
         self.agent = agent
         self.settings = settings
         services = Self.sessionServices.filter { settings.served.contains($0.source) }.map { $0.init(agent: agent) }
         logind = LogindLink(agent: agent, settings: settings)
+        session = BusLink(userBus: true, name: "session bus", agent: agent)
+        system = BusLink(userBus: false, name: "system bus", agent: agent)
     }
 
     /// Loads libsystemd and connects both buses. Without libsystemd the agent runs on
@@ -86,60 +79,35 @@ final class DesktopServices {
 
     // MARK: Connections
 
-    /// Starts connecting to one bus, waiting for nothing: `onReady` runs once the bus
-    /// answers, `onLost` when it goes away or does not answer in time (the
-    /// connection's `isReady` tells which). Nil (said once, tried again, see `failed`)
-    /// when no connection can even start.
-    private func open(_ which: String, onReady: @escaping () -> Void, onLost: @escaping (Int32) -> Void) -> BusConnection? {
-        var err: Int32 = 0
-        guard let bus = xil_bus_connect(which == "session" ? 1 : 0, &err) else {
-            failed(which, abs(err))
-            return nil
-        }
-        busState[which] = "connecting"
-        let connection = BusConnection(connecting: bus, name: "\(which) bus", onReady: { [unowned self] in
-            retryDelay[which] = nil
-            retryTimer.removeValue(forKey: which)?.cancel()
-            socketWatch.removeValue(forKey: which)?.cancel()
-            everConnected.insert(which)
-            busState[which] = "connected"
-            onReady()
-        }, onLost: onLost)
-        agent?.addSource(connection)
-        return connection
-    }
-
     private func connectSession() {
-        guard session == nil else { return }
-        session = open("session", onReady: { [unowned self] in sessionReady() }, onLost: { [unowned self] code in
-            let wasReady = session?.isReady == true
-            session = nil
-            guard wasReady else {
+        session.onReady = { [unowned self] in sessionReady() }
+        session.onDown = { [unowned self] why, next, lost in
+            guard lost else {
                 for source in servedSources { agent?.perform(.sourceReady(source)) }
-                return failed("session", code)
+                return sayOnce("no-session", .warning, "no session bus (\(why)): \(servedNames) \(services.count == 1 ? "is" : "are") not served; locking goes on, \(next)")
             }
-            sayOnce("lost-session", .warning, "lost the session bus (\(String(cString: strerror(code)))): \(servedNames) \(services.count == 1 ? "is" : "are") not served until it is back; locking goes on")
+            said.insert("no-session")
+            sayOnce("lost-session", .warning, "lost the session bus (\(why)): \(servedNames) \(services.count == 1 ? "is" : "are") not served until it is back; locking goes on")
             // Their callers can no longer end their inhibitors: they end now (fail closed).
             nameStates = [:]
             for service in services {
                 for object in [service.bus] + service.also { object.forget() }
                 agent?.request(.sourceLost(type(of: service).source))
             }
-            failed("session", code, lost: true)
-        })
-        if session == nil { for source in servedSources { agent?.perform(.sourceReady(source)) } }
+        }
+        session.connect()
     }
 
     private var servedSources: [InhibitorSource] { services.map { type(of: $0).source } }
     private var servedNames: String { services.isEmpty ? "no service" : services.map(\.bus.name).joined(separator: ", ") }
 
     private func sessionReady() {
-        guard let session else { return }
+        guard let bus = session.bus else { return }
         for service in services {
-            for object in service.also where object.serve(on: session.bus) < 0 {
+            for object in service.also where object.serve(on: bus) < 0 {
                 Log.write(.warning, "cannot serve \(object.interface) of \(service.bus.name)")
             }
-            let r = service.bus.serve(on: session.bus)
+            let r = service.bus.serve(on: bus)
             if r < 0 { served(service, service.bus.name, r, owner: 0) }
         }
     }
@@ -168,70 +136,18 @@ final class DesktopServices {
     }
 
     private func connectSystem() {
-        guard system == nil else { return }
-        system = open("system", onReady: { [unowned self] in systemReady() }, onLost: { [unowned self] code in
-            let wasReady = system?.isReady == true
-            system = nil
-            logind.left(wasJoined: wasReady)
-            guard wasReady else { return failed("system", code) }
-            sayOnce("lost-system", .warning, "lost the system bus (\(String(cString: strerror(code)))): no lock before sleep until it is back; locking goes on")
-            failed("system", code, lost: true)
-        })
-        if system == nil { agent?.perform(.sourceReady(.logind)) }
-    }
-
-    private func systemReady() {
-        guard let system else { return }
-        logind.joined(system.bus)
-    }
-
-    /// A bus that could not be joined (`err`: an errno; ETIMEDOUT from a handshake
-    /// not done in time) or was lost (said already): said once. The bus is joined
-    /// when its socket appears (inotify, no timer), and, where its socket may be there
-    /// and answer later (refused, timed out, lost), tried again after 5 s, doubling
-    /// to 5 min. A bus with no socket wakes the agent for nothing.
-    private func failed(_ which: String, _ err: Int32, lost: Bool = false) {
-        let why = err == ETIMEDOUT && !lost
-            ? "it did not answer within \(BusConnection.handshakeLimit)" : String(cString: strerror(err))
-        let socket = which == "session" ? BusAddress.sessionSocket(SocketPath.environment) : BusAddress.systemSocket(SocketPath.environment)
-        if socketWatch[which] == nil, let socket {
-            socketWatch[which] = SocketWatch(socket) { [unowned self] in
-                Log.debug("\(socket) appeared: joining the \(which) bus")
-                retryTimer.removeValue(forKey: which)?.cancel()
-                // A socket just made may not listen yet (bind comes before listen): the
-                // first retries are quick.
-                retryDelay[which] = .ms(50)
-                connect(which)
+        system.onReady = { [unowned self] in
+            if let bus = system.bus { logind.joined(bus) }
+        }
+        system.onDown = { [unowned self] why, next, lost in
+            logind.left(wasJoined: lost)
+            guard lost else {
+                return sayOnce("no-system", .warning, "no system bus (\(why)): no lock before sleep, no lock-session; locking goes on, \(next)")
             }
-            if let watch = socketWatch[which] { agent?.addSource(watch) }
+            said.insert("no-system")
+            sayOnce("lost-system", .warning, "lost the system bus (\(why)): no lock before sleep until it is back; locking goes on")
         }
-        let watching = socketWatch[which] != nil
-        let noSocket = [ENOENT, ENOMEDIUM].contains(err)
-        // Without a watch, a bus that was there is tried again anyway (its directory
-        // may come back); one never seen and with no socket is not.
-        let retrying = !noSocket || (!watching && everConnected.contains(which))
-        let next = retrying ? "trying again" : watching ? "joined when \(socket ?? "its socket") appears" : "restart the agent once the bus exists"
-        busState[which] = "not connected: \(why); \(next)"
-        if lost {
-            said.insert("no-\(which)")
-        } else {
-            sayOnce("no-\(which)", .warning, "no \(which) bus (\(why)): " + (which == "session"
-                ? "\(servedNames) \(services.count == 1 ? "is" : "are") not served" : "no lock before sleep, no lock-session")
-                + "; locking goes on, \(next)")
-        }
-        guard retrying, retryTimer[which] == nil else { return }
-        let delay = retryDelay[which].map { Swift.min($0 + $0, .minutes(5)) } ?? .seconds(5)
-        retryDelay[which] = delay
-        let timer = RetryTimer(at: SystemClock.now().monotonic + delay) { [unowned self] in
-            retryTimer[which] = nil
-            connect(which)
-        }
-        retryTimer[which] = timer
-        agent?.addSource(timer)
-    }
-
-    private func connect(_ which: String) {
-        if which == "session" { connectSession() } else { connectSystem() }
+        system.connect()
     }
 
     private func sayOnce(_ key: String, _ level: LogLevel, _ message: String) {
@@ -250,10 +166,10 @@ final class DesktopServices {
 
     /// For status.
     var statusFields: [(String, JSONValue)] {
-        let systemReady = system?.isReady == true
+        let systemReady = system.isReady
         return [
-            ("session_bus", .bool(session?.isReady == true)),
-            ("session_bus_state", .string(busState["session"] ?? "not used")),
+            ("session_bus", .bool(session.isReady)),
+            ("session_bus_state", .string(session.state)),
         ] + Self.sessionServices.map { kind in
             (kind.statusKey, .bool(services.contains { type(of: $0) == kind && $0.bus.ownsName }))
         } + [
@@ -270,7 +186,7 @@ final class DesktopServices {
             ("inhibit_portal", inhibitPortal.map { .string($0) } ?? .null),
         ] + [
             ("system_bus", .bool(systemReady)),
-            ("system_bus_state", .string(busState["system"] ?? "not used")),
+            ("system_bus_state", .string(system.state)),
         ] + logind.statusFields(systemReady: systemReady)
     }
 

@@ -15,10 +15,8 @@ import IdleCore
 final class PlayerWatch: EventSource {
     private weak var agent: DesktopAgent?
     private var callbacks: UnsafeMutablePointer<xil_mpris_callbacks>
-    private var connection: BusConnection?
-    private var retryTimer: RetryTimer?
-    private var retryDelay: Millis?
-    private var socketWatch: SocketWatch?
+    private var link: BusLink?
+    /// The players were followed before (a rejoin says "again").
     private var everConnected = false
     /// Why the bus cannot be joined, said once until it is.
     private var saidFailure = false
@@ -35,7 +33,11 @@ final class PlayerWatch: EventSource {
         }
         let watch = PlayerWatch(agent: agent)
         agent.addSource(watch)
-        watch.connect()
+        let link = BusLink(userBus: true, name: "session bus (players)", agent: agent)
+        link.onReady = { [unowned watch] in watch.ready() }
+        link.onDown = { [unowned watch] why, _, lost in watch.down(why, lost: lost) }
+        watch.link = link
+        link.connect()
     }
 
     private init(agent: DesktopAgent) {
@@ -48,35 +50,12 @@ final class PlayerWatch: EventSource {
 
     func dispatch(_ events: PollEvents) {}
 
-    // MARK: The connection
-
-    private func connect() {
-        guard connection == nil else { return }
-        var err: Int32 = 0
-        guard let bus = xil_bus_connect(1, &err) else {
-            return failed(abs(err), lost: false)
-        }
-        let connection = BusConnection(connecting: bus, name: "session bus (players)", onReady: { [unowned self] in
-            ready()
-        }, onLost: { [unowned self] code in
-            let wasReady = self.connection?.isReady == true
-            self.connection = nil
-            xil_mpris_forget()
-            failed(code, lost: wasReady)
-        })
-        self.connection = connection
-        agent?.addSource(connection)
-    }
+    // MARK: The connection (its own BusLink: joined again when it is back)
 
     private func ready() {
-        guard let connection else { return }
-        retryDelay = nil
-        retryTimer?.cancel()
-        retryTimer = nil
-        socketWatch?.cancel()
-        socketWatch = nil
+        guard let bus = link?.bus else { return }
         saidFailure = false
-        let r = xil_mpris_watch(connection.bus, callbacks)
+        let r = xil_mpris_watch(bus, callbacks)
         guard r >= 0 else {
             Log.write(.warning, "--not-when-playing cannot follow the players: \(String(cString: strerror(-r))); locking goes on without it")
             agent?.perform(.sourceReady(.playing))
@@ -87,11 +66,8 @@ final class PlayerWatch: EventSource {
     }
 
     /// The bus could not be joined, or was lost (`lost`: its holds end, said once).
-    /// Joined again when its socket appears (inotify, no timer) and, where the socket
-    /// may be there and answer later, tried again after 5 s, doubling to 5 min: a bus
-    /// with no socket wakes the agent for nothing.
-    private func failed(_ err: Int32, lost: Bool) {
-        let why = String(cString: strerror(err))
+    private func down(_ why: String, lost: Bool) {
+        xil_mpris_forget()
         if lost {
             Log.write(.warning, "lost the session bus (\(why)): media players no longer hold the stages off until it is back; locking goes on")
             // Nothing can be seen to stop now: what the players held ends (fail closed).
@@ -102,27 +78,6 @@ final class PlayerWatch: EventSource {
             agent?.perform(.sourceReady(.playing))
         }
         saidFailure = true
-        let socket = BusAddress.sessionSocket(SocketPath.environment)
-        if socketWatch == nil, let socket, let watch = SocketWatch(socket, { [unowned self] in
-            retryTimer?.cancel()
-            retryTimer = nil
-            // A socket just made may not listen yet: the first retries are quick.
-            retryDelay = .ms(50)
-            connect()
-        }) {
-            socketWatch = watch
-            agent?.addSource(watch)
-        }
-        let noSocket = [ENOENT, ENOMEDIUM].contains(err)
-        guard !noSocket || (socketWatch == nil && everConnected), retryTimer == nil else { return }
-        let delay = retryDelay.map { Swift.min($0 + $0, .minutes(5)) } ?? .seconds(5)
-        retryDelay = delay
-        let timer = RetryTimer(at: SystemClock.now().monotonic + delay) { [unowned self] in
-            retryTimer = nil
-            connect()
-        }
-        retryTimer = timer
-        agent?.addSource(timer)
     }
 
     // MARK: The players
