@@ -102,15 +102,6 @@ int xil_bus_process(sd_bus *bus, int budget) {
 }
 
 
-/* Whether an answer came over a connection still open: a bus that closes answers
- * every call still waiting with an error of its own making, which is no answer. */
-static int answered_on_open_bus(sd_bus_message *reply) { return p_sd_bus_is_open(p_sd_bus_message_get_bus(reply)) > 0; }
-
-/* The errno of an error answer (EIO when it names none). */
-static int answer_errno(sd_bus_message *reply) {
-    int e = p_sd_bus_message_get_errno(reply);
-    return e > 0 ? -e : -EIO;
-}
 
 /* MARK: logind */
 
@@ -144,7 +135,7 @@ static int session_not_found(sd_bus_message *reply, int r, const char *why) {
 static int session_path_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)userdata; (void)error;
     char path[256];
-    if (!answered_on_open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     if (p_sd_bus_message_is_method_error(reply, NULL)) return session_not_found(reply, -EIO, NULL);
     int r = read_object_path(reply, path, sizeof path);
     if (r < 0) return session_not_found(NULL, r, NULL);
@@ -155,7 +146,7 @@ static int session_path_answered(sd_bus_message *reply, void *userdata, sd_bus_e
 static int display_session_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)userdata; (void)error;
     const char *id = NULL, *path = NULL;
-    if (!answered_on_open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     if (p_sd_bus_message_is_method_error(reply, NULL)) return session_not_found(reply, -EIO, NULL);
     int r = p_sd_bus_message_enter_container(reply, 'v', "(so)");
     if (r >= 0) r = p_sd_bus_message_read(reply, "(so)", &id, &path);
@@ -168,7 +159,7 @@ static int display_session_answered(sd_bus_message *reply, void *userdata, sd_bu
 static int user_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)userdata; (void)error;
     char path[256];
-    if (!answered_on_open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     if (p_sd_bus_message_is_method_error(reply, NULL)) return session_not_found(reply, -EIO, NULL);
     int r = read_object_path(reply, path, sizeof path);
     if (r >= 0)
@@ -252,7 +243,7 @@ static int name_owner_answered(sd_bus_message *reply, void *userdata, sd_bus_err
     (void)error;
     struct followed_name *followed = userdata;
     const char *owner = NULL;
-    if (!answered_on_open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     if (!p_sd_bus_message_is_method_error(reply, NULL) && p_sd_bus_message_read(reply, "s", &owner) >= 0 && owner)
         snprintf(followed->owner, sizeof followed->owner, "%s", owner);
     else
@@ -396,7 +387,7 @@ static int active_answered(sd_bus_message *reply, void *userdata, sd_bus_error *
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
     int active = 1;
-    if (!answered_on_open_bus(reply) || p_sd_bus_message_is_method_error(reply, NULL)) return 0;
+    if (!xil_answered_on_open_bus(reply) || p_sd_bus_message_is_method_error(reply, NULL)) return 0;
     if (p_sd_bus_message_enter_container(reply, 'v', "b") >= 0 && p_sd_bus_message_read(reply, "b", &active) >= 0)
         cb->session_active(cb->context, active);
     return 0;
@@ -470,8 +461,8 @@ int xil_logind_watch(sd_bus *bus, const struct xil_desktop_callbacks *cb) {
 static int session_matched(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
-    if (!answered_on_open_bus(reply)) return 0;
-    cb->session_watched(cb->context, p_sd_bus_message_is_method_error(reply, NULL) ? answer_errno(reply) : 0);
+    if (!xil_answered_on_open_bus(reply)) return 0;
+    cb->session_watched(cb->context, p_sd_bus_message_is_method_error(reply, NULL) ? xil_answer_errno(reply) : 0);
     return 0;
 }
 
@@ -506,7 +497,7 @@ static struct followed_name upower;
 static int on_battery_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)error; (void)userdata;
     int on_battery = 0;
-    if (!answered_on_open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     if (p_sd_bus_message_is_method_error(reply, NULL)) {
         say(upower.cb, 2, "cannot read UPower's OnBattery: %s", p_sd_bus_message_get_error(reply)->message);
     } else if (p_sd_bus_message_enter_container(reply, 'v', "b") >= 0) {
@@ -567,13 +558,13 @@ const char *xil_upower_owner(void) { return upower.owner; }
 static int sleep_delay_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
-    if (!answered_on_open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     int fd = -1;
     int failed = p_sd_bus_message_is_method_error(reply, NULL);
     /* From a logind that has gone since (restarted): the new one is asked anew. */
     const char *sender = p_sd_bus_message_get_sender(reply);
     if (!failed && (!sender || strcmp(sender, logind.login1.owner) != 0)) return 0;
-    int r = failed ? answer_errno(reply) : p_sd_bus_message_read(reply, "h", &fd);
+    int r = failed ? xil_answer_errno(reply) : p_sd_bus_message_read(reply, "h", &fd);
     /* The message owns its descriptor: keep a copy of our own, never inherited. */
     if (r >= 0) {
         fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -592,7 +583,7 @@ static int delay_max_answered(sd_bus_message *reply, void *userdata, sd_bus_erro
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
     uint64_t usec = 0;
-    if (!answered_on_open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     if (!p_sd_bus_message_is_method_error(reply, NULL) && p_sd_bus_message_enter_container(reply, 'v', "t") >= 0)
         p_sd_bus_message_read(reply, "t", &usec);
     cb->delay_limit(cb->context, usec == 0 ? 5 * 1000000ULL : usec);
@@ -616,7 +607,7 @@ static struct hint hints[] = {[XIL_LOCKED_HINT] = {"SetLockedHint", NULL, 0}, [X
 static int hint_answered(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     struct hint *hint = userdata;
-    if (!answered_on_open_bus(m)) return 0;
+    if (!xil_answered_on_open_bus(m)) return 0;
     if (p_sd_bus_message_is_method_error(m, NULL) && !hint->refused) {
         hint->refused = 1;
         const sd_bus_error *e = p_sd_bus_message_get_error(m);

@@ -62,10 +62,6 @@ static void say(int level, const char *format, ...) {
 
 static sd_bus_slot *cancel(sd_bus_slot *slot) { return slot ? p_sd_bus_slot_unref(slot) : NULL; }
 
-/* A bus that closes answers every call still waiting with an error of its own
- * making, which is no answer. */
-static int open_bus(sd_bus_message *reply) { return p_sd_bus_is_open(p_sd_bus_message_get_bus(reply)) > 0; }
-
 static int known(const struct player *p) { return p->status >= 0 && p->identity && p->pid_known; }
 
 /* The shortest of the player's names, for the user (org.mpris.MediaPlayer2.vlc
@@ -123,7 +119,7 @@ static int status_answered(sd_bus_message *reply, void *userdata, sd_bus_error *
     (void)error;
     struct player *p = userdata;
     p->status_call = cancel(p->status_call);
-    if (!open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     char status[32] = "";
     /* A player that cannot tell is not playing. */
     if (p_sd_bus_message_is_method_error(reply, NULL) || read_string_variant(reply, status, sizeof status) < 0) {
@@ -139,7 +135,7 @@ static int identity_answered(sd_bus_message *reply, void *userdata, sd_bus_error
     (void)error;
     struct player *p = userdata;
     p->identity_call = cancel(p->identity_call);
-    if (!open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     char identity[IDENTITY_MAX] = "";
     if (p_sd_bus_message_is_method_error(reply, NULL) || read_string_variant(reply, identity, sizeof identity) < 0)
         identity[0] = 0;
@@ -153,7 +149,7 @@ static int pid_answered(sd_bus_message *reply, void *userdata, sd_bus_error *err
     (void)error;
     struct player *p = userdata;
     p->pid_call = cancel(p->pid_call);
-    if (!open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     uint32_t pid = 0;
     if (!p_sd_bus_message_is_method_error(reply, NULL)) p_sd_bus_message_read(reply, "u", &pid);
     p->pid = pid;
@@ -271,7 +267,7 @@ static int owner_answered(sd_bus_message *reply, void *userdata, sd_bus_error *e
     (void)error;
     struct name *n = userdata;
     n->owner_call = cancel(n->owner_call);
-    if (!open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     const char *owner = NULL;
     if (p_sd_bus_message_is_method_error(reply, NULL) || p_sd_bus_message_read(reply, "s", &owner) < 0) owner = NULL;
     char *name = strdup(n->name);
@@ -284,7 +280,7 @@ static int names_listed(sd_bus_message *reply, void *userdata, sd_bus_error *err
     (void)userdata;
     (void)error;
     w.list_call = cancel(w.list_call);
-    if (!open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     int r = p_sd_bus_message_is_method_error(reply, NULL) ? -EIO : p_sd_bus_message_enter_container(reply, 'a', "s");
     const char *name = NULL;
     while (r >= 0 && (r = p_sd_bus_message_read(reply, "s", &name)) > 0) {

@@ -3,6 +3,7 @@
 /* Inside CBus only: the functions of libsystemd, found with dlsym by xil_bus_load
  * (cbus.c) and shared by every file of the module. The header gives their types;
  * nothing here is linked against the library. */
+#include <errno.h>
 #include <systemd/sd-bus.h>
 
 #define XIL_BUS_FUNCTIONS(X) \
@@ -27,4 +28,16 @@
 XIL_BUS_FUNCTIONS(XIL_BUS_DECLARE)
 /* libsystemd's sd_bus_object_vtable_format, for the start of a vtable. */
 extern const unsigned *xil_vtable_format;
+
+/* Whether an answer came over a connection still open: a bus that closes answers
+ * every call still waiting with an error of its own making, which is no answer. */
+static inline int xil_answered_on_open_bus(sd_bus_message *reply) {
+    return p_sd_bus_is_open(p_sd_bus_message_get_bus(reply)) > 0;
+}
+
+/* The -errno of an error answer (-EIO when it names none). */
+static inline int xil_answer_errno(sd_bus_message *reply) {
+    int e = p_sd_bus_message_get_errno(reply);
+    return e > 0 ? -e : -EIO;
+}
 #endif

@@ -315,9 +315,6 @@ static int name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *e
     return 0;
 }
 
-/* Whether an answer came over a connection still open: a bus that closes answers
- * every call still waiting with an error of its own making, which is no answer. */
-static int answered_on_open_bus(sd_bus_message *reply) { return p_sd_bus_is_open(p_sd_bus_message_get_bus(reply)) > 0; }
 
 static void served(struct name_asked *asked, int result, uint32_t pid) {
     struct xil_service *s = asked->service;
@@ -326,7 +323,7 @@ static void served(struct name_asked *asked, int result, uint32_t pid) {
 
 static int owner_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)error;
-    if (!answered_on_open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     uint32_t pid = 0;
     if (!p_sd_bus_message_is_method_error(reply, NULL)) p_sd_bus_message_read(reply, "u", &pid);
     served(userdata, 0, pid);
@@ -336,10 +333,9 @@ static int owner_answered(sd_bus_message *reply, void *userdata, sd_bus_error *e
 static int name_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
     (void)error;
     struct name_asked *asked = userdata;
-    if (!answered_on_open_bus(reply)) return 0;
+    if (!xil_answered_on_open_bus(reply)) return 0;
     if (p_sd_bus_message_is_method_error(reply, NULL)) {
-        int e = p_sd_bus_message_get_errno(reply);
-        served(asked, e > 0 ? -e : -EIO, 0);
+        served(asked, xil_answer_errno(reply), 0);
         return 0;
     }
     uint32_t result = 0;
