@@ -192,11 +192,9 @@ def guard_setup(args):
     print(path)
 
 
-def fake_agent(args):
+def listen_unix(path):
+    """A listening socket at `path`, in place of whatever was there."""
     import socket
-    path, reply_file = args
-    with open(reply_file, encoding='utf-8') as f:
-        reply = f.read().strip().encode() + b'\n'
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -204,6 +202,14 @@ def fake_agent(args):
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(16)
+    return server
+
+
+def fake_agent(args):
+    path, reply_file = args
+    with open(reply_file, encoding='utf-8') as f:
+        reply = f.read().strip().encode() + b'\n'
+    server = listen_unix(path)
     print('listening', flush=True)
     answered = 0
     while True:
@@ -227,15 +233,8 @@ def fake_agent(args):
 
 
 def silent(args):
-    import socket
     (path,) = args
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
-    server.listen(16)
+    server = listen_unix(path)
     record_pid()
     print('listening', flush=True)
     # Kept open and never read: the client's handshake waits for an answer that never comes.
