@@ -49,7 +49,8 @@ final class DesktopServices {
     /// What the bus answered for each of their names ("served", "owned by …"), for status and doctor.
     private var nameStates: [String: String] = [:]
     /// The desktop portal that relays GTK's inhibitors to org.freedesktop.ScreenSaver, if one is installed.
-    private let inhibitPortal = DesktopServices.findInhibitPortal()
+    /// Looked for when status first asks, not at start.
+    private lazy var inhibitPortal = DesktopServices.findInhibitPortal()
     private var said: Set<String> = []
 
     init(agent: DesktopAgent, settings: Settings) {
