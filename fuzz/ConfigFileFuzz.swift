@@ -1,11 +1,10 @@
-// libFuzzer target: config files and the admin's policy (`Invocation.parse` with
+// Fuzz target: config files and the admin's policy (`Invocation.parse` with
 // files). The input is split at the first NUL: the user's config file, then the
 // policy. No file ever stops the agent (only flags may: there are none here); a
 // policy it could not read makes the agent secure, and a max-lock-after it could
 // read bounds the lock time.
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzConfigFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+func fuzzConfigFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = fuzzString(data, size)
     let parts = input.split(separator: "\0", maxSplits: 1, omittingEmptySubsequences: false)
     let config = String(parts[0])

@@ -1,9 +1,8 @@
-// libFuzzer target: one line from a control-socket client, as the agent reads it
+// Fuzz target: one line from a control-socket client, as the agent reads it
 // (LineBuffer gives ControlRequest.parse a String decoded from the bytes), and the
 // client's reading of replies and events (JSONValue, HumanText).
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzControlProtocol(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+func fuzzControlProtocol(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let line = fuzzString(data, size)
     checkJSON(line)
     checkRequest(line)

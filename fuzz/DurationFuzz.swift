@@ -1,8 +1,7 @@
-// libFuzzer target: the duration grammar (`Millis(parsing:)`) every DURATION flag
+// Fuzz target: the duration grammar (`Millis(parsing:)`) every DURATION flag
 // and the shortest form (`Millis.description`) every message and status use.
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzDuration(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+func fuzzDuration(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let text = fuzzString(data, size)
     if let value = Millis(parsing: text) {
         guard value.value >= 0, value.value <= tenYears else { finding("parsed \(value.value) ms, outside 0...10 years", text) }

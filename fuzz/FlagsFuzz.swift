@@ -1,10 +1,9 @@
-// libFuzzer target: the command line (`Invocation.parse`). The input is split at
+// Fuzz target: the command line (`Invocation.parse`). The input is split at
 // NUL bytes into arguments, as the kernel hands argv over (no argument contains
 // NUL). Every input parses or throws UsageError; what parses obeys the rules the
 // flags document, and a client command's request reaches the agent unchanged.
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzFlags(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+func fuzzFlags(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = fuzzString(data, size)
     let arguments = input.isEmpty ? [] : input.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
     let invocation: Invocation

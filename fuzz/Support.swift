@@ -1,5 +1,38 @@
-// Shared by every fuzz target (fuzz/run.sh compiles it, one target file and the
-// IdleCore sources into one binary). Nothing here is part of xidlelock.
+// Shared by every fuzz target. fuzz/run.sh compiles the IdleCore sources and every
+// file here into one binary, .build/fuzz/bin/fuzz, and FUZZ_TARGET picks the target
+// a run fuzzes: one -wmo compile instead of one per target (the compile, not the
+// fuzzing, was most of `make fuzz-short`). Nothing here is part of xidlelock.
+
+import Glibc
+
+/// Every target by the name fuzz/run.sh, the corpus and the dictionary use.
+let fuzzTargets: [String: (UnsafePointer<UInt8>?, Int) -> CInt] = [
+    "control-protocol": fuzzControlProtocol,
+    "flags": fuzzFlags,
+    "duration": fuzzDuration,
+    "config-file": fuzzConfigFile,
+]
+
+nonisolated(unsafe) var chosenTarget: (UnsafePointer<UInt8>?, Int) -> CInt = { _, _ in 0 }
+
+/// libFuzzer calls this once before any input: an unknown or missing FUZZ_TARGET
+/// stops the run here, before libFuzzer could take the trap for a finding.
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutableRawPointer?) -> CInt {
+    let name = getenv("FUZZ_TARGET").map { String(cString: $0) } ?? ""
+    guard let target = fuzzTargets[name] else {
+        let known = fuzzTargets.keys.sorted().joined(separator: ", ")
+        fputs("fuzz: FUZZ_TARGET=\(name.debugDescription) is not a target (\(known))\n", stderr)
+        exit(64)
+    }
+    chosenTarget = target
+    return 0
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    chosenTarget(data, size)
+}
 
 /// The fuzzer's bytes as the program would see them: invalid UTF-8 is repaired,
 /// as `String(decoding:as:)` does for socket lines and CommandLine.arguments.
