@@ -225,7 +225,8 @@ extension DesktopTests {
             try await Sandbox.with(buses: true) { s in
                 let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.grabbingLocker()])
                 try await s.bus("session", "Lock")
-                let locker = Int32(try await s.waitForNumber(in: "lockers.pids"))
+                // "locked" once the locker holds the keyboard, which a loaded machine can delay.
+                let locker = try await s.waitForCoveringLocker()
                 #expect(agent.log.contains("lock requested by logind"), "\(agent.log)")
                 try await s.bus("session", "Unlock")
                 try await agent.waitForLog(containing: "not honoured")
@@ -270,6 +271,8 @@ extension DesktopTests {
                 let idleAtLock = try await s.waitForNumber(in: "lock.idle")
                 #expect(idleAtLock >= lockAfter + earliestLock && idleAtLock <= lockAfter + latestLock,
                         "XIDLELOCK_IDLE_MS=\(idleAtLock)\n\(agent.log)")
+                // "locked" once the locker holds the keyboard, which a loaded machine can delay.
+                _ = try await s.waitForCoveringLocker()
                 // Back to the front: still locked (the locker is the only way out).
                 try await s.bus("session-active", "true")
                 try await agent.waitForLog(containing: "this session is in front again")
