@@ -83,8 +83,23 @@ STUB_brightnessctl_OUT=700 PATH="$stubs:/usr/bin:/bin" sh packaging/examples/dim
 dim_pid=$!
 waited=0
 until grep -q "set 30%" "$scratch/calls" || [ "$waited" -ge 50 ]; do sleep 0.1; waited=$((waited + 1)); done
+# Its sleep, found through /proc (procps may not be installed).
+sleep_child() {
+    for stat in /proc/[0-9]*/stat; do
+        read -r pid comm _ ppid _ <"$stat" 2>/dev/null || continue
+        if [ "$ppid" = "$1" ] && [ "$comm" = "(sleep)" ]; then echo "$pid"; return; fi
+    done
+}
+waited=0
+sleeper=
+until sleeper=$(sleep_child "$dim_pid"); [ -n "$sleeper" ] || [ "$waited" -ge 50 ]; do sleep 0.1; waited=$((waited + 1)); done
+[ -n "$sleeper" ] || fail "dim-screen.sh never started waiting for the signal"
 kill -TERM "$dim_pid"
 wait "$dim_pid" || fail "dim-screen.sh exited non-zero after SIGTERM"
+# A SIGTERM to the script alone (not its group) leaves no sleep behind.
+waited=0
+while kill -0 "$sleeper" 2>/dev/null && [ "$waited" -lt 50 ]; do sleep 0.1; waited=$((waited + 1)); done
+kill -0 "$sleeper" 2>/dev/null && fail "dim-screen.sh left its sleep (pid $sleeper) running after SIGTERM"
 [ "$(calls)" = "$(printf 'brightnessctl get\nbrightnessctl -q set 30%%\nbrightnessctl -q set 700')" ] ||
     fail "dim-screen.sh did not dim to 30% and restore 700: $(calls)"
 

@@ -50,15 +50,20 @@ if [ -z "$restore" ]; then
     exit 1
 fi
 
+# The sleep goes too: xidlelock signals the whole process group, but a signal to
+# this shell alone would leave it behind for up to a minute.
 put_back() {
     trap - TERM INT HUP
+    kill "$sleeper" 2>/dev/null
     eval "$restore"
     exit 0
 }
 trap put_back TERM INT HUP
 
 # Wait for the signal. `wait` returns as soon as a trapped signal arrives.
+sleeper=
 while :; do
     sleep 60 &
-    wait $!
+    sleeper=$!
+    wait "$sleeper"
 done
