@@ -311,16 +311,6 @@ static int on_session_unlock(sd_bus_message *m, void *userdata, sd_bus_error *er
     return 0;
 }
 
-/* PropertiesChanged(s interface, a{sv} changed, as invalidated): finds `name`
- * among the changed values (a boolean or a string), or in the invalidated list. */
-struct property_seen {
-    const char *name;
-    char type;          /* 'b' or 's' */
-    int found;          /* 1: value read; 2: invalidated (read it again) */
-    int boolean;
-    char string[256];
-};
-
 /* Walks an a{sv} (GetAll's answer, PropertiesChanged's changed values): calls
  * `visit` with each key while the message stands at that key's variant. `visit`
  * reads the variant and returns 1, or returns 0 to have it skipped. */
@@ -342,9 +332,7 @@ static int read_properties(sd_bus_message *m, property_visitor visit, void *cont
     return p_sd_bus_message_exit_container(m);
 }
 
-/* Reads a variant holding one basic value of `type` ('b', 'u' or 's'; a string is
- * copied into `value`, `size` bytes). Returns 1 when read. */
-static int read_variant(sd_bus_message *m, char type, void *value, size_t size) {
+int xil_read_variant(sd_bus_message *m, char type, void *value, size_t size) {
     char signature[2] = {type, 0};
     int r = p_sd_bus_message_enter_container(m, 'v', signature);
     if (r < 0) return r;
@@ -360,15 +348,15 @@ static int read_variant(sd_bus_message *m, char type, void *value, size_t size) 
 }
 
 static int visit_seen(sd_bus_message *m, const char *key, void *context) {
-    struct property_seen *seen = context;
+    struct xil_property_seen *seen = context;
     if (strcmp(key, seen->name) != 0) return 0;
-    int r = seen->type == 'b' ? read_variant(m, 'b', &seen->boolean, 0)
-                              : read_variant(m, 's', seen->string, sizeof seen->string);
+    int r = seen->type == 'b' ? xil_read_variant(m, 'b', &seen->boolean, 0)
+                              : xil_read_variant(m, 's', seen->string, sizeof seen->string);
     if (r > 0) seen->found = 1;
     return r;
 }
 
-static int find_property(sd_bus_message *m, struct property_seen *seen) {
+int xil_find_property(sd_bus_message *m, struct xil_property_seen *seen) {
     const char *interface = NULL;
     int r = p_sd_bus_message_read(m, "s", &interface);
     if (r >= 0) r = read_properties(m, visit_seen, seen);
@@ -397,8 +385,8 @@ static int on_session_properties(sd_bus_message *m, void *userdata, sd_bus_error
     (void)error;
     const struct xil_desktop_callbacks *cb = userdata;
     if (!from_logind(m, "PropertiesChanged")) return 0;
-    struct property_seen seen = {.name = "Active", .type = 'b'};
-    if (find_property(m, &seen) < 0 || !seen.found) return 0;
+    struct xil_property_seen seen = {.name = "Active", .type = 'b'};
+    if (xil_find_property(m, &seen) < 0 || !seen.found) return 0;
     if (seen.found == 1) {
         cb->session_active(cb->context, seen.boolean);
     } else if (logind.session) {
@@ -412,9 +400,9 @@ static int on_session_properties(sd_bus_message *m, void *userdata, sd_bus_error
 static int on_manager_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error; (void)userdata;
     if (!from_logind(m, "PropertiesChanged")) return 0;
-    struct property_seen seen = {.name = "BlockInhibited", .type = 's'};
+    struct xil_property_seen seen = {.name = "BlockInhibited", .type = 's'};
     /* Changed or only invalidated: the list of inhibitors is read again either way. */
-    if (find_property(m, &seen) >= 0 && seen.found) xil_logind_list_idle_inhibitors(p_sd_bus_message_get_bus(m));
+    if (xil_find_property(m, &seen) >= 0 && seen.found) xil_logind_list_idle_inhibitors(p_sd_bus_message_get_bus(m));
     return 0;
 }
 
@@ -531,8 +519,8 @@ int xil_upower_read(sd_bus *bus) {
 static int on_upower_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error; (void)userdata;
     if (!from_owner(&upower, m, "UPower's PropertiesChanged")) return 0;
-    struct property_seen seen = {.name = "OnBattery", .type = 'b'};
-    if (find_property(m, &seen) < 0 || !seen.found) return 0;
+    struct xil_property_seen seen = {.name = "OnBattery", .type = 'b'};
+    if (xil_find_property(m, &seen) < 0 || !seen.found) return 0;
     if (seen.found == 1) {
         upower.cb->on_battery(upower.cb->context, seen.boolean);
     } else {
@@ -694,14 +682,14 @@ int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *cb) 
 /* The session properties the guard needs, from a GetAll answer. */
 static int visit_session(sd_bus_message *m, const char *key, void *context) {
     struct xil_session_info *s = context;
-    if (strcmp(key, "Type") == 0) return read_variant(m, 's', s->type, sizeof s->type);
-    if (strcmp(key, "Class") == 0) return read_variant(m, 's', s->session_class, sizeof s->session_class);
-    if (strcmp(key, "Display") == 0) return read_variant(m, 's', s->display, sizeof s->display);
-    if (strcmp(key, "Active") == 0) return read_variant(m, 'b', &s->active, 0);
-    if (strcmp(key, "Remote") == 0) return read_variant(m, 'b', &s->remote, 0);
-    if (strcmp(key, "Leader") == 0) return read_variant(m, 'u', &s->leader, 0);
-    if (strcmp(key, "Id") == 0) return read_variant(m, 's', s->id, sizeof s->id);
-    if (strcmp(key, "Name") == 0) return read_variant(m, 's', s->user, sizeof s->user);
+    if (strcmp(key, "Type") == 0) return xil_read_variant(m, 's', s->type, sizeof s->type);
+    if (strcmp(key, "Class") == 0) return xil_read_variant(m, 's', s->session_class, sizeof s->session_class);
+    if (strcmp(key, "Display") == 0) return xil_read_variant(m, 's', s->display, sizeof s->display);
+    if (strcmp(key, "Active") == 0) return xil_read_variant(m, 'b', &s->active, 0);
+    if (strcmp(key, "Remote") == 0) return xil_read_variant(m, 'b', &s->remote, 0);
+    if (strcmp(key, "Leader") == 0) return xil_read_variant(m, 'u', &s->leader, 0);
+    if (strcmp(key, "Id") == 0) return xil_read_variant(m, 's', s->id, sizeof s->id);
+    if (strcmp(key, "Name") == 0) return xil_read_variant(m, 's', s->user, sizeof s->user);
     if (strcmp(key, "Seat") == 0 || strcmp(key, "User") == 0) {
         /* Seat (so): the seat's id; User (uo): the uid. */
         int seat = key[1] == 'e';

@@ -102,17 +102,6 @@ static void changed(void) {
 
 /* MARK: One player's answers */
 
-/* Reads a variant holding a string (at most `size` - 1 bytes kept). 0 or -errno. */
-static int read_string_variant(sd_bus_message *m, char *text, size_t size) {
-    const char *value = NULL;
-    int r = p_sd_bus_message_enter_container(m, 'v', "s");
-    if (r >= 0) r = p_sd_bus_message_read(m, "s", &value);
-    if (r >= 0) r = p_sd_bus_message_exit_container(m);
-    if (r < 0) return r;
-    snprintf(text, size, "%s", value ? value : "");
-    return 0;
-}
-
 static int playing(const char *status) { return strcmp(status, "Playing") == 0; }
 
 static int status_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
@@ -122,7 +111,7 @@ static int status_answered(sd_bus_message *reply, void *userdata, sd_bus_error *
     if (!xil_answered_on_open_bus(reply)) return 0;
     char status[32] = "";
     /* A player that cannot tell is not playing. */
-    if (p_sd_bus_message_is_method_error(reply, NULL) || read_string_variant(reply, status, sizeof status) < 0) {
+    if (p_sd_bus_message_is_method_error(reply, NULL) || xil_read_variant(reply, 's', status, sizeof status) < 0) {
         say(1, "the player %s does not tell its PlaybackStatus: taken as not playing", p->owner);
         status[0] = 0;
     }
@@ -137,7 +126,7 @@ static int identity_answered(sd_bus_message *reply, void *userdata, sd_bus_error
     p->identity_call = cancel(p->identity_call);
     if (!xil_answered_on_open_bus(reply)) return 0;
     char identity[IDENTITY_MAX] = "";
-    if (p_sd_bus_message_is_method_error(reply, NULL) || read_string_variant(reply, identity, sizeof identity) < 0)
+    if (p_sd_bus_message_is_method_error(reply, NULL) || xil_read_variant(reply, 's', identity, sizeof identity) < 0)
         identity[0] = 0;
     free(p->identity);
     p->identity = strdup(identity);
@@ -310,31 +299,6 @@ static int on_name_owner(sd_bus_message *m, void *userdata, sd_bus_error *error)
     return 0;
 }
 
-/* PropertiesChanged(s interface, a{sv} changed, as invalidated): its PlaybackStatus
- * into `status` (found 1), or found 2 when it is invalidated (to be asked). */
-static int read_status_change(sd_bus_message *m, char *status, size_t size, int *found) {
-    const char *interface = NULL;
-    int r = p_sd_bus_message_read(m, "s", &interface);
-    if (r >= 0) r = p_sd_bus_message_enter_container(m, 'a', "{sv}");
-    while (r >= 0 && (r = p_sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-        const char *key = NULL;
-        r = p_sd_bus_message_read(m, "s", &key);
-        if (r >= 0 && strcmp(key, "PlaybackStatus") == 0) {
-            r = read_string_variant(m, status, size);
-            if (r >= 0) *found = 1;
-        } else if (r >= 0) {
-            r = p_sd_bus_message_skip(m, "v");
-        }
-        if (r >= 0) r = p_sd_bus_message_exit_container(m);
-    }
-    if (r >= 0) r = p_sd_bus_message_exit_container(m);
-    if (r >= 0) r = p_sd_bus_message_enter_container(m, 'a', "s");
-    const char *invalidated = NULL;
-    while (r >= 0 && (r = p_sd_bus_message_read(m, "s", &invalidated)) > 0)
-        if (!*found && strcmp(invalidated, "PlaybackStatus") == 0) *found = 2;
-    return r;
-}
-
 static int on_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)userdata;
     (void)error;
@@ -344,15 +308,14 @@ static int on_properties(sd_bus_message *m, void *userdata, sd_bus_error *error)
         w.cb->forged(w.cb->context, sender ? sender : "?");
         return 0;
     }
-    char status[32] = "";
-    int found = 0;
-    if (read_status_change(m, status, sizeof status, &found) < 0) {
+    struct xil_property_seen seen = {.name = "PlaybackStatus", .type = 's'};
+    if (xil_find_property(m, &seen) < 0) {
         say(1, "the player %s sent a PropertiesChanged that cannot be read: ignored", p->owner);
         return 0;
     }
-    if (found == 2) ask_status(p);
-    if (found != 1 || p->status == playing(status)) return 0;
-    p->status = playing(status);
+    if (seen.found == 2) ask_status(p);
+    if (seen.found != 1 || p->status == playing(seen.string)) return 0;
+    p->status = playing(seen.string);
     changed();
     return 0;
 }

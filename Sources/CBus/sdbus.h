@@ -40,4 +40,18 @@ static inline int xil_answer_errno(sd_bus_message *reply) {
     int e = p_sd_bus_message_get_errno(reply);
     return e > 0 ? -e : -EIO;
 }
+/* Reads a variant holding one basic value of `type` ('b', 'u' or 's'; a string is
+ * copied into `value`, `size` bytes). Returns 1 when read, or -errno. */
+int xil_read_variant(sd_bus_message *m, char type, void *value, size_t size);
+
+/* PropertiesChanged(s interface, a{sv} changed, as invalidated): finds `name`
+ * among the changed values (a boolean or a string), or in the invalidated list. */
+struct xil_property_seen {
+    const char *name;
+    char type;          /* 'b' or 's' */
+    int found;          /* 1: value read; 2: invalidated (read it again) */
+    int boolean;
+    char string[256];
+};
+int xil_find_property(sd_bus_message *m, struct xil_property_seen *seen);
 #endif
