@@ -95,13 +95,20 @@ enum FileIO {
     }
 
     /// Reads up to `limit` bytes of a small file (a /proc entry, a record), or nil.
+    /// Read to the end: the kernel hands out /proc/PID/maps about a page per read(2),
+    /// and a check that reads once sees only the first libraries (not an LD_PRELOAD's).
     static func readSmallFile(_ path: String, limit: Int = 4096, flags: Int32 = 0) -> [UInt8]? {
         guard let fd = try? Syscall.call("open", { open(path, O_RDONLY | O_CLOEXEC | flags) }) else { return nil }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: limit)
-        guard let n = try? Syscall.call("read", { buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, limit) } }) else {
-            return nil
+        var filled = 0
+        while filled < limit {
+            guard let n = try? Syscall.call("read", { buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, limit - filled) } }) else {
+                return nil
+            }
+            if n == 0 { break }
+            filled += n
         }
-        return Array(buffer[..<n])
+        return Array(buffer[..<filled])
     }
 }
