@@ -330,9 +330,9 @@ pid_t xil_guard_wait(enum xil_wait_kind *kind, int *value) {
                 ptrace(PTRACE_CONT, pid, NULL, NULL);
             }
         } else {
-            /* A signal on its way to the tracee: passed on unchanged. */
-            *kind = XIL_WAIT_OTHER;
-            ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+            /* A signal on its way to the tracee: the caller decides (xil_trace_continue). */
+            *kind = XIL_WAIT_SIGNAL;
+            *value = sig;
         }
     } else {
         *kind = XIL_WAIT_OTHER;
@@ -367,4 +367,46 @@ int xil_directory_watch_saw(int fd, const char *name) {
         }
     }
     return saw;
+}
+
+int xil_trace_continue(pid_t pid, int signal) {
+    return ptrace(PTRACE_CONT, pid, NULL, (void *)(long)signal) == 0 ? 0 : -1;
+}
+
+int xil_pass_credentials(int listener) {
+    int on = 1;
+    return setsockopt(listener, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+}
+
+long xil_read_with_writer(int fd, void *buffer, unsigned long length, pid_t *pid, uid_t *uid) {
+    union {
+        struct cmsghdr header;
+        char room[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    struct iovec io = { .iov_base = buffer, .iov_len = length };
+    struct msghdr message = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof control };
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    *pid = 0;
+    *uid = (uid_t)-1;
+    if (n <= 0) return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred cred;
+            memcpy(&cred, CMSG_DATA(c), sizeof cred);
+            *pid = cred.pid;
+            *uid = cred.uid;
+        } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            /* Descriptors nobody asked for: closed, never kept. */
+            int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < count; i++) {
+                int passed;
+                memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+                close(passed);
+            }
+        }
+    }
+    return n;
 }

@@ -9,6 +9,8 @@ struct LineBuffer {
 
     /// True when more than `limit` bytes wait without a newline.
     var overflowed: Bool { bytes.count > limit }
+    /// True when part of a line waits for its end.
+    var holdsPartialLine: Bool { !bytes.isEmpty }
 
     mutating func append(_ chunk: UnsafeRawBufferPointer) { bytes.append(contentsOf: chunk) }
 

@@ -6,9 +6,18 @@ import IdleCore
 /// One connection to the guard's socket: an agent's registration (kept open for the
 /// agent's life) or root's question. Every peer may connect; nothing it says counts
 /// before `PeerCheck` verified it.
+///
+/// Whoever connected is not who speaks: a process can connect, hand the socket to a
+/// helper and exec something else, and SO_PEERCRED keeps naming the first. So every
+/// line is judged by the credentials the kernel attached to its own bytes
+/// (SCM_CREDENTIALS, `xil_read_with_writer`): the registration verifies the process
+/// that wrote `register`, and after it a line from any other process ends the
+/// registration (the agent is lost, fail closed).
 final class GuardConnection: EventSource {
     let fd: Int32
-    let pid: pid_t
+    /// The process that wrote the lines (the `register` line's writer once registered;
+    /// until then the connecting process's, for limits and refusals).
+    private(set) var pid: pid_t
     let uid: uid_t
     unowned let service: GuardService
     var session: String?
@@ -49,18 +58,42 @@ final class GuardConnection: EventSource {
         if events.contains(.writable) { flush() }
         guard !isFinished, !closing, !events.intersection([.readable, .hangUp, .error]).isEmpty else { return }
         var chunk = [UInt8](repeating: 0, count: 4096)
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        var writer: pid_t = 0
+        var writerUID: uid_t = 0
+        let n = chunk.withUnsafeMutableBytes { xil_read_with_writer(fd, $0.baseAddress, UInt($0.count), &writer, &writerUID) }
         if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
         guard n > 0 else { return finish() }
-        chunk.withUnsafeBytes { input.append(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+        guard writer > 0, writerUID == uid else {
+            return refuseWriter("bytes that carry no writer's credentials, or another user's (uid \(writerUID))")
+        }
+        if registered, writer != pid {
+            return refuseWriter("a line written by pid \(writer), not by the verified agent (pid \(pid))")
+        }
+        if input.holdsPartialLine, let lineWriter, lineWriter != writer {
+            return refuseWriter("one line written by two processes (pids \(lineWriter) and \(writer))")
+        }
+        lineWriter = writer
+        chunk.withUnsafeBytes { input.append(UnsafeRawBufferPointer(rebasing: $0[..<Int(n)])) }
         while !closing, !isFinished, let line = input.nextLine() {
             guard let message = GuardMessage(line: line[...]) else {
                 finish(with: .refused("not a line of the guard's protocol"))
                 return
             }
+            // The registration is the process that wrote it, not the one that connected.
+            if !registered, case .register = message { pid = writer }
             service.received(message, from: self)
         }
         if input.overflowed { finish(with: .refused("a line longer than \(GuardMessage.longestLine) bytes")) }
+    }
+
+    /// The writer of the bytes that wait in `input` (a line's start).
+    private var lineWriter: pid_t?
+
+    /// A line whose writer is not the one it must be: said loudly, and the connection
+    /// ends (a registered agent's is then lost).
+    private func refuseWriter(_ what: String) {
+        Log.limited("guard lines from the wrong writer", "connection of pid \(pid) (uid \(uid)): \(what): closing it")
+        finish(with: .refused(what))
     }
 
     func send(_ message: GuardMessage) { send(raw: message.line) }

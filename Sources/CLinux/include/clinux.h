@@ -137,9 +137,20 @@ enum xil_wait_kind {
     XIL_WAIT_KILLED,         /* value: signal */
     XIL_WAIT_STOPPED,        /* a group-stop (SIGSTOP, SIGTSTP ...); value: signal; left stopped, listened to */
     XIL_WAIT_CONTINUED,      /* a tracee stopped before runs again (SIGCONT) */
-    XIL_WAIT_OTHER,          /* a signal passed on to the tracee, or an event of no interest */
+    XIL_WAIT_SIGNAL,         /* a signal on its way to a tracee, which waits for xil_trace_continue; value: signal */
+    XIL_WAIT_OTHER,          /* an event of no interest */
 };
-/* Reaps or handles one event: the pid (0 when none), its kind and value. A signal
- * for a tracee is passed on unchanged: the agent sees every signal as without the guard. */
+/* Reaps or handles one event: the pid (0 when none), its kind and value. */
 pid_t xil_guard_wait(enum xil_wait_kind *kind, int *value);
+/* Lets a tracee stopped in XIL_WAIT_SIGNAL go on with `signal` delivered (0: dropped). */
+int xil_trace_continue(pid_t pid, int signal);
+
+/* SO_PASSCRED on a listening socket: each connection accepted from it inherits it
+ * (accept(2)), so every write that reaches the guard carries its writer's credentials. */
+int xil_pass_credentials(int listener);
+/* recvmsg(2) of up to `length` bytes with the writer's credentials (SCM_CREDENTIALS):
+ * the byte count (0 at the end, -1 and errno); *pid is 0 when the data carried none.
+ * The kernel never joins two writers' data in one read of a socket that passes
+ * credentials, so the bytes are all that process's. */
+long xil_read_with_writer(int fd, void *buffer, unsigned long length, pid_t *pid, uid_t *uid);
 #endif
