@@ -473,7 +473,8 @@ public final class Agent {
         }
         exitStatusOnStop = 75
         let display = getenv("DISPLAY").map { String(cString: $0) } ?? ""
-        let link = GuardLink(display: display, status: { [unowned self] in .object(statusFields()) }) { [unowned self] message in
+        let link = GuardLink(display: display, status: { [unowned self] in .object(statusFields()) },
+                             lockDue: { [unowned self] in machine.lockDue }) { [unowned self] message in
             guardSaid(message)
         }
         guardLink = link

@@ -36,6 +36,16 @@ public struct GuardSettings: Equatable, Sendable {
     /// This many failed guard lockers in a row log the session off: the guard cannot
     /// lock it, and an unguarded session must not stay open.
     public var lockerFailuresBeforeLogoff = 3
+    /// Proof of life. The guard cannot see inside the agent: a process that runs may
+    /// still never lock (its loop waits on a grabbed X server, its memory was patched,
+    /// it was frozen where no watch sees). So the agent says when its lock is due, and
+    /// the guard asks it to answer from its loop once that time has passed without a
+    /// word (`lockDueSlack` after), and at the latest `idleProofInterval` after it last
+    /// heard from it: an idle agent is woken once per 10 minutes for this, no more.
+    /// One that does not answer within `answerWithin` is lost.
+    public var lockDueSlack = Millis(500)
+    public var idleProofInterval = Millis.minutes(10)
+    public var answerWithin = Millis.seconds(1)
 
     public static let defaultAgentGrace = Millis.seconds(10)
 
@@ -84,6 +94,9 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
     case frozen(cgroup: String)
     /// It closed its registration while still running.
     case disconnected
+    /// Its loop did not answer the guard's question in time (`GuardSettings.answerWithin`):
+    /// it runs but does not act (waits on the X server, patched, frozen unseen).
+    case unresponsive(Millis)
 
     public var description: String {
         switch self {
@@ -91,6 +104,7 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
         case .stopped(let signal): "the agent was stopped (signal \(signal))"
         case .frozen(let cgroup): "the agent's control group was frozen (\(cgroup))"
         case .disconnected: "the agent closed its registration"
+        case .unresponsive(let waited): "the agent's loop did not answer in \(waited)"
         }
     }
 
@@ -98,7 +112,7 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
     /// still the session's agent until it ends.
     var mayContinue: Bool {
         switch self {
-        case .stopped, .frozen: true
+        case .stopped, .frozen, .unresponsive: true
         case .ended, .disconnected: false
         }
     }
@@ -118,6 +132,16 @@ public enum GuardEvent: Equatable, Sendable {
     case agentContinued(session: String)
     /// What a verified agent says of its lock.
     case agentReported(session: String, locked: Bool)
+    /// A verified agent says when its lock is due (nil: none is due, it is held or
+    /// locked). Any line of a verified agent's shows that its loop runs.
+    case agentSaysLockDue(session: String, in: Millis?)
+    /// A verified agent answered the guard's question from its loop.
+    case agentAnswered(session: String)
+    /// Root asks for the sessions: every verified agent is asked for proof now.
+    case proofWanted
+    /// Whether the session's X server answered a query of the user's in time
+    /// (`checkDisplay`); `detail` says how it failed.
+    case displayChecked(session: String, answers: Bool, detail: String)
     case lockerStarted(session: String, pid: Int32)
     case lockerCouldNotStart(session: String, reason: String)
     /// A locker a guard before this one started in the session (before an upgrade's
@@ -139,6 +163,12 @@ public enum GuardAction: Equatable, Sendable {
     case handOverLocker(session: String, pid: Int32)
     /// Tell the session's agent how the locker it adopted ended.
     case tellLockerEnded(session: String, pid: Int32, exitStatus: Int32?, signal: Int32)
+    /// Ask the session's agent to answer from its loop (`agentAnswered`).
+    case askAlive(session: String)
+    /// Ask the session's X server a question as the user, with a short deadline
+    /// (`displayChecked`): before a locker for an agent whose loop stopped answering,
+    /// which a grabbed or hung server explains, and which no locker could then cover.
+    case checkDisplay(session: String)
     /// Refuse a registration (the edge closes it, says why).
     case refuse(session: String, pid: Int32, reason: String)
     case audit(AuditRecord)
@@ -167,6 +197,16 @@ public struct GuardSessionState: Equatable, Sendable {
     /// The running locker is one `lockerFound`: how it ends cannot be known.
     public var lockerEndUnseen = false
     public var agentSaysLocked: Bool?
+    /// When the guard asks the agent for proof of life next (nil: no agent).
+    public var proofBy: MonotonicInstant?
+    /// The question outstanding, asked at this time.
+    public var askedAt: MonotonicInstant?
+    /// The lock the agent said is due, for the time the guard acts if it never came.
+    public var lockDueAt: MonotonicInstant?
+    /// Lost because its loop did not answer: a line from it later is its loop again.
+    public var lostUnresponsive = false
+    /// The X server is being asked (`checkDisplay`) before the guard's locker.
+    public var checkingDisplay = false
     /// The last thing the guard did for this session, in words, and when.
     public var lastAction: (what: String, at: MonotonicInstant)?
 
@@ -176,6 +216,8 @@ public struct GuardSessionState: Equatable, Sendable {
             && a.locker == b.locker && a.lockerFailuresInARow == b.lockerFailuresInARow
             && a.lockerHandedOver == b.lockerHandedOver && a.agentSaysLocked == b.agentSaysLocked
             && a.lastAction?.what == b.lastAction?.what && a.lastAction?.at == b.lastAction?.at
+            && a.proofBy == b.proofBy && a.askedAt == b.askedAt && a.lockDueAt == b.lockDueAt
+            && a.lostUnresponsive == b.lostUnresponsive && a.checkingDisplay == b.checkingDisplay
     }
 
     /// Guarded: a verified agent runs and is not stopped.
@@ -203,7 +245,7 @@ public struct GuardMachine: Sendable {
     public var nextDeadline: MonotonicInstant? {
         var earliest: MonotonicInstant?
         for state in sessions.values {
-            for due in [state.actAt, state.retryAt] {
+            for due in [state.actAt, state.retryAt, state.proofDue(settings)] {
                 if let due, earliest.map({ due < $0 }) ?? true { earliest = due }
             }
         }
@@ -253,6 +295,7 @@ public struct GuardMachine: Sendable {
             state.unguarded = nil
             state.actAt = nil
             state.agentSaysLocked = nil
+            state.heard(at: now, settings: settings)
             actions.append(.audit(GuardAudit.registered(state.session, agent)))
             if case .running(let pid, _) = state.locker {
                 state.lockerHandedOver = true
@@ -275,16 +318,24 @@ public struct GuardMachine: Sendable {
             state.unguarded = (loss.description, now)
             if !loss.mayContinue { state.agent = nil }
             state.lockerHandedOver = false
+            state.proofBy = nil
+            state.askedAt = nil
+            if case .unresponsive = loss { state.lostUnresponsive = true }
             let repeated = state.losses.count >= settings.repeatedLosses
-            state.actAt = repeated ? now : now + settings.agentGrace
+            // A lock that was due and never came: the grace counts from when it was due
+            // (the agent had its time), not from when the guard noticed.
+            let graceFrom = { if case .unresponsive = loss, let due = state.lockDueAt, due < now { due } else { now } }()
+            state.actAt = repeated ? now : Swift.max(now, graceFrom + settings.agentGrace)
             actions.append(.audit(GuardAudit.lost(state.session, agent, loss, losses: state.losses.count,
-                                                  actIn: repeated ? .zero : settings.agentGrace, action: settings.onAgentLost)))
+                                                  actIn: (state.actAt ?? now) - now, action: settings.onAgentLost)))
             sessions[id] = state
             if repeated { actions += act(id, at: now) }
         case .agentContinued(let id):
             guard var state = sessions[id], let agent = state.agent, state.unguarded != nil else { break }
             state.unguarded = nil
             state.actAt = nil
+            state.lostUnresponsive = false
+            state.heard(at: now, settings: settings)
             actions.append(.audit(GuardAudit.registered(state.session, agent, again: true)))
             if case .running(let pid, _) = state.locker {
                 state.lockerHandedOver = true
@@ -292,7 +343,31 @@ public struct GuardMachine: Sendable {
             }
             sessions[id] = state
         case .agentReported(let id, let locked):
-            sessions[id]?.agentSaysLocked = locked
+            actions += answeredAgain(id, at: now)
+            guard var state = sessions[id], state.guarded else { break }
+            state.agentSaysLocked = locked
+            // Locked: nothing is due until the locker ends (the agent says so then).
+            if locked { state.lockDueAt = nil }
+            state.heard(at: now, settings: settings)
+            sessions[id] = state
+        case .agentSaysLockDue(let id, let dueIn):
+            actions += answeredAgain(id, at: now)
+            guard var state = sessions[id], state.guarded else { break }
+            state.lockDueAt = dueIn.map { now + $0 }
+            state.heard(at: now, settings: settings)
+            sessions[id] = state
+        case .agentAnswered(let id):
+            actions += answeredAgain(id, at: now)
+            guard var state = sessions[id], state.guarded else { break }
+            state.heard(at: now, settings: settings)
+            sessions[id] = state
+        case .proofWanted:
+            for id in sessions.keys.sorted() {
+                guard var state = sessions[id], state.guarded, state.askedAt == nil else { continue }
+                state.askedAt = now
+                sessions[id] = state
+                actions.append(.askAlive(session: id))
+            }
         case .lockerStarted(let id, let pid):
             actions += lockerRuns(id, pid: pid, since: now, endUnseen: false,
                                   "started the policy's locker (pid \(pid))", at: now)
@@ -337,9 +412,24 @@ public struct GuardMachine: Sendable {
                     : "exited with status \(exitStatus ?? -1) after \(ran)"
                 actions += lockerFailed(id, why, at: now)
             }
+        case .displayChecked(let id, let answers, let detail):
+            guard var state = sessions[id], state.checkingDisplay else { break }
+            state.checkingDisplay = false
+            sessions[id] = state
+            guard !state.guarded else { break }
+            if answers { actions += startLocker(id, at: now) }
+            else { actions += logoff(id, because: "its X server does not answer (\(detail)): grabbed or hung, no locker can cover it", at: now) }
         case .tick:
             for id in sessions.keys.sorted() {
-                guard let state = sessions[id] else { continue }
+                guard var state = sessions[id] else { continue }
+                if state.guarded, let asked = state.askedAt, now >= asked + settings.answerWithin {
+                    actions += handle(.agentLost(session: id, loss: .unresponsive(now - asked)), at: now)
+                    state = sessions[id] ?? state
+                } else if state.guarded, state.askedAt == nil, let due = state.proofBy, now >= due {
+                    state.askedAt = now
+                    sessions[id] = state
+                    actions.append(.askAlive(session: id))
+                }
                 if let due = state.actAt, now >= due { actions += act(id, at: now) }
                 if let due = state.retryAt, now >= due, !state.guarded { actions += startLocker(id, at: now) }
             }
@@ -348,6 +438,12 @@ public struct GuardMachine: Sendable {
     }
 
     static let logindUnreachable = "logind cannot be reached"
+
+    /// A line from an agent lost as unresponsive: its loop runs again, as after a SIGCONT.
+    private mutating func answeredAgain(_ id: String, at now: MonotonicInstant) -> [GuardAction] {
+        guard let state = sessions[id], state.lostUnresponsive, state.agent != nil else { return [] }
+        return handle(.agentContinued(session: id), at: now)
+    }
 
     /// The policy's `on-agent-lost`, for a session without a guarding agent.
     private mutating func act(_ id: String, at now: MonotonicInstant) -> [GuardAction] {
@@ -359,6 +455,10 @@ public struct GuardMachine: Sendable {
             return logoff(id, because: state.unguarded?.reason ?? "no agent", at: now)
         case .lock:
             if case .running = state.locker { return [] }
+            if state.lostUnresponsive && !state.checkingDisplay {
+                sessions[id]?.checkingDisplay = true
+                return [.checkDisplay(session: id)]
+            }
             return startLocker(id, at: now)
         }
     }
@@ -416,6 +516,27 @@ public struct GuardMachine: Sendable {
 }
 
 extension GuardSessionState {
+    /// A line from the verified agent: its loop runs. The next question comes once its
+    /// lock was due and it said nothing since, or after the idle interval.
+    mutating func heard(at now: MonotonicInstant, settings: GuardSettings) {
+        askedAt = nil
+        var next = now + settings.idleProofInterval
+        // A due time already past is not asked about again: the agent answered since,
+        // and says `locked` or a new due time as its lock goes on.
+        if let due = lockDueAt, due + settings.lockDueSlack > now, due + settings.lockDueSlack < next { next = due + settings.lockDueSlack }
+        proofBy = next
+    }
+
+    /// When the guard must next look at the agent's proof of life: the question's
+    /// deadline while one is outstanding, else when to ask (nil: no agent guards).
+    func proofDue(_ settings: GuardSettings) -> MonotonicInstant? {
+        guard guarded else { return nil }
+        return askedAt.map { $0 + settings.answerWithin } ?? proofBy
+    }
+
+    /// Whether root's question waits on this session's answer.
+    public var answerPending: Bool { guarded && askedAt != nil }
+
     var retryAt: MonotonicInstant? {
         if case .retrying(let at) = locker { return at }
         return nil
@@ -478,6 +599,10 @@ public enum GuardMessage: Equatable, Sendable {
     /// The agent's status (`status --json`, one line), for root's evidence.
     case status(JSONValue)
     case locked(Bool)
+    /// When the agent's lock is due from now (nil: none is due: held, or locked).
+    case lockDue(Millis?)
+    /// The answer to `askAlive` with its number, from the agent's loop.
+    case alive(UInt32)
     // Root's (`doctor --policy`): every session, as JSON, then the guard closes.
     case sessions
     // The guard's.
@@ -487,6 +612,8 @@ public enum GuardMessage: Equatable, Sendable {
     case locker(pid: Int32)
     /// The adopted locker ended: its exit status or signal.
     case lockerEnded(pid: Int32, exitStatus: Int32?, signal: Int32)
+    /// Answer from your loop (`alive N`).
+    case askAlive(UInt32)
 
     /// The longest line either side sends (a status is a few KiB).
     public static let longestLine = 64 * 1024
@@ -496,6 +623,9 @@ public enum GuardMessage: Equatable, Sendable {
         case .register(let display): "register \(display)\n"
         case .status(let json): "status \(json.text)\n"
         case .locked(let locked): locked ? "locked\n" : "unlocked\n"
+        case .lockDue(let dueIn): "due \(dueIn.map { String($0.value) } ?? "-")\n"
+        case .alive(let number): "alive \(number)\n"
+        case .askAlive(let number): "alive? \(number)\n"
         case .sessions: "sessions\n"
         case .verified: "verified\n"
         case .refused(let reason): "refused \(reason.filter { $0 != "\n" })\n"
@@ -517,6 +647,13 @@ public enum GuardMessage: Equatable, Sendable {
             self = .status(json)
         case "locked" where rest.isEmpty: self = .locked(true)
         case "unlocked" where rest.isEmpty: self = .locked(false)
+        case "due" where rest == "-": self = .lockDue(nil)
+        case "due":
+            guard let ms = Int64(rest), ms >= 0 else { return nil }
+            self = .lockDue(Millis(ms))
+        case "alive", "alive?":
+            guard let number = UInt32(rest) else { return nil }
+            self = word == "alive" ? .alive(number) : .askAlive(number)
         case "sessions" where rest.isEmpty: self = .sessions
         case "verified" where rest.isEmpty: self = .verified
         case "refused": self = .refused(String(rest))

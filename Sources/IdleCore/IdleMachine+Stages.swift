@@ -66,6 +66,15 @@ extension IdleMachine {
         config.stages.indices.filter { !stages.fired[$0] && heldBy($0).isEmpty }.min { (dueTime($0), $0) < (dueTime($1), $1) }
     }
 
+    /// When the lock stage is due in this idle period: nil once it fired or a locker
+    /// runs, and while it is held off. The agent tells the guard, which asks for proof
+    /// of life when that time passes without a word.
+    public var lockDue: BoottimeInstant? {
+        guard !lockerActive, let i = config.stages.firstIndex(where: { $0.role == .lock }),
+              !stages.fired[i], heldBy(i).isEmpty else { return nil }
+        return dueTime(i)
+    }
+
     /// When stage `i` is due in this idle period, on the power source in force.
     func dueTime(_ i: Int) -> BoottimeInstant {
         (stages.from[i] ?? lastActivity) + config.stages[i].idleTime(onBattery: onBattery)

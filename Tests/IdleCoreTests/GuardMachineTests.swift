@@ -8,6 +8,9 @@ struct GuardStory {
     var now = MonotonicInstant.seconds(100)
     let session = GuardedSession(id: "c2", uid: 1000, userName: "alice", display: ":0", active: true)
     let agent = VerifiedAgent(pid: 4242, executable: "/usr/bin/xidlelock")
+    /// The agent's loop answers the guard's questions at once (a live agent); false: it
+    /// never does (its loop waits on a grabbed X server, or was patched or frozen).
+    var answering = true
 
     init(_ settings: GuardSettings = GuardSettings(onAgentLost: .lock, agentGrace: .seconds(10))) {
         machine = GuardMachine(settings: settings)
@@ -23,7 +26,10 @@ struct GuardStory {
         var actions: [GuardAction] = []
         while let due = machine.nextDeadline, due <= end {
             now = Swift.max(now, due)
-            actions += machine.handle(.tick, at: now)
+            let tick = machine.handle(.tick, at: now)
+            actions += tick
+            guard answering else { continue }
+            for case .askAlive(let id) in tick { actions += machine.handle(.agentAnswered(session: id), at: now) }
         }
         now = end
         return actions
@@ -39,6 +45,8 @@ struct GuardStory {
 }
 
 extension Array where Element == GuardAction {
+    var questions: Int { filter { if case .askAlive = $0 { true } else { false } }.count }
+    var displayChecks: Int { filter { if case .checkDisplay = $0 { true } else { false } }.count }
     var lockerStarts: Int { filter { if case .startLocker = $0 { true } else { false } }.count }
     var logoffs: Int { filter { if case .terminateSession = $0 { true } else { false } }.count }
     var audits: [AuditRecord] { compactMap { if case .audit(let a) = $0 { a } else { nil } } }
@@ -46,13 +54,101 @@ extension Array where Element == GuardAction {
 
 @Suite("The guard's decisions")
 struct GuardMachineTests {
-    @Test("a verified agent guards its session: no deadline, nothing done however long")
+    @Test("a verified agent that answers guards its session: one question per 10 idle minutes, nothing else done however long")
     func guardedIsQuiet() {
         var s = GuardStory()
         s.guarded()
         #expect(s.state?.guarded == true)
-        #expect(s.machine.nextDeadline == nil)
-        #expect(s.wait(.hours(5)).isEmpty)
+        #expect(s.machine.nextDeadline == s.now + .minutes(10))
+        let fiveHours = s.wait(.hours(5))
+        #expect(fiveHours.questions == 30)
+        #expect(fiveHours.count == 30, "\(fiveHours)")
+        #expect(s.state?.guarded == true)
+    }
+
+    @Test("proof of life: the agent says its lock is due in 8 s; with no word since, the guard asks 0.5 s after; no answer within 1 s is a loss, and the guard acts agent-grace after the lock was due")
+    func lockDueUnanswered() {
+        var s = GuardStory(GuardSettings(onAgentLost: .lock, agentGrace: .seconds(2)))
+        s.guarded()
+        s.answering = false
+        s.send(.agentSaysLockDue(session: "c2", in: .seconds(8)))
+        let dueAt = s.now + .seconds(8)
+        #expect(s.wait(.ms(8_499)).isEmpty)
+        #expect(s.wait(.ms(1)).questions == 1)
+        #expect(s.state?.answerPending == true)
+        let lost = s.wait(.ms(1_000))
+        #expect(lost.audits.map(\.event) == ["guard-agent-lost"])
+        #expect(lost.audits.first?.message.contains("did not answer in 1s") == true, "\(lost)")
+        #expect(s.state?.guarded == false)
+        // Agent-grace from the due time (8 s + 2 s), not from the loss (9.5 s + 2 s);
+        // the agent's loop did not answer, so the X server is asked first.
+        #expect(s.state?.actAt == dueAt + .seconds(2))
+        let acted = s.wait(.ms(500))
+        #expect(acted.displayChecks == 1 && acted.lockerStarts == 0, "\(acted)")
+        #expect(s.send(.displayChecked(session: "c2", answers: true, detail: "")).lockerStarts == 1)
+    }
+
+    @Test("proof of life: a locked agent or one whose lock is held is asked only every 10 minutes; its answer or any line of it is proof")
+    func lockedOrHeldIsAskedRarely() {
+        var s = GuardStory()
+        s.guarded()
+        s.send(.agentSaysLockDue(session: "c2", in: .seconds(8)))
+        s.wait(.seconds(7))
+        s.send(.agentReported(session: "c2", locked: true))
+        #expect(s.wait(.ms(9 * 60_000)).questions == 0)
+        #expect(s.wait(.minutes(1)).questions == 1)
+        s.send(.agentSaysLockDue(session: "c2", in: nil))
+        #expect(s.wait(.ms(9 * 60_000 + 59_999)).questions == 0)
+        #expect(s.state?.guarded == true)
+    }
+
+    @Test("proof of life: an X server that does not answer (grabbed, hung) logs the session off instead of a locker that could not cover it")
+    func displayDoesNotAnswer() {
+        var s = GuardStory(GuardSettings(onAgentLost: .lock, agentGrace: .seconds(2)))
+        s.guarded()
+        s.answering = false
+        s.send(.agentSaysLockDue(session: "c2", in: .seconds(1)))
+        let acted = s.wait(.seconds(4))
+        #expect(acted.displayChecks == 1 && acted.lockerStarts == 0, "\(acted)")
+        let off = s.send(.displayChecked(session: "c2", answers: false, detail: "no answer in 1s"))
+        #expect(off.logoffs == 1 && off.lockerStarts == 0, "\(off)")
+        #expect(off.audits.first?.message.contains("does not answer") == true)
+    }
+
+    @Test("proof of life: an agent lost as unresponsive that speaks again guards again and adopts the guard's locker; a killed agent is never asked about the X server")
+    func unresponsiveThenBack() {
+        var s = GuardStory(GuardSettings(onAgentLost: .lock, agentGrace: .seconds(2)))
+        s.guarded()
+        s.answering = false
+        s.send(.agentSaysLockDue(session: "c2", in: .seconds(1)))
+        s.wait(.seconds(4))
+        s.send(.displayChecked(session: "c2", answers: true, detail: ""))
+        s.send(.lockerStarted(session: "c2", pid: 77))
+        let back = s.send(.agentAnswered(session: "c2"))
+        #expect(s.state?.guarded == true)
+        #expect(back.contains(.handOverLocker(session: "c2", pid: 77)), "\(back)")
+
+        var killed = GuardStory(GuardSettings(onAgentLost: .lock, agentGrace: .seconds(2)))
+        killed.guarded()
+        killed.send(.agentLost(session: "c2", loss: .ended))
+        let acted = killed.wait(.seconds(2))
+        #expect(acted.displayChecks == 0 && acted.lockerStarts == 1)
+    }
+
+    @Test("root's question: every guarded agent is asked at once; the answer waits until each answered or was lost")
+    func rootAsksEveryAgent() {
+        var s = GuardStory()
+        s.guarded()
+        let asked = s.send(.proofWanted)
+        #expect(asked == [.askAlive(session: "c2")])
+        #expect(s.state?.answerPending == true)
+        #expect(s.send(.proofWanted).isEmpty, "asked twice")
+        s.send(.agentAnswered(session: "c2"))
+        #expect(s.state?.answerPending == false)
+        s.send(.proofWanted)
+        s.answering = false
+        s.wait(.seconds(1))
+        #expect(s.state?.answerPending == false && s.state?.guarded == false)
     }
 
     @Test("an agent's death: the locker starts after agent-grace, not before; an agent back within the grace cancels it")
@@ -276,11 +372,13 @@ struct GuardMachineTests {
         let messages: [GuardMessage] = [.register(display: ":0"), .locked(true), .locked(false), .sessions, .verified,
                                         .refused("not root's"), .locker(pid: 12),
                                         .lockerEnded(pid: 12, exitStatus: 0, signal: 0), .lockerEnded(pid: 12, exitStatus: nil, signal: 9),
-                                        .status(.object([("state", .string("active"))]))]
+                                        .status(.object([("state", .string("active"))])),
+                                        .lockDue(.ms(8_000)), .lockDue(nil), .alive(7), .askAlive(4_000_000_000)]
         for message in messages {
             #expect(GuardMessage(line: message.line.dropLast()) == message, "\(message.line)")
         }
-        for bad in ["register", "register nodisplay", "locker -1", "locker-ended 1 x 0", "locked now", "hello", "status {"] {
+        for bad in ["register", "register nodisplay", "locker -1", "locker-ended 1 x 0", "locked now", "hello", "status {",
+                    "due", "due -5", "due soon", "alive", "alive -1", "alive? x"] {
             #expect(GuardMessage(line: bad[...]) == nil, "\(bad)")
         }
     }

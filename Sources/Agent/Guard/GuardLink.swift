@@ -21,6 +21,10 @@ final class GuardLink: EventSource {
     let path: String
     private let display: String
     private let status: () -> JSONValue
+    /// When the agent's lock is due (nil: none is due), told to the guard as it changes.
+    private let lockDue: () -> BoottimeInstant?
+    /// What the guard was told last (`.some(nil)`: that none is due; nil: nothing yet).
+    private var toldLockDue: BoottimeInstant??
     private let onMessage: (Message) -> Void
     private var fd: Int32 = -1
     private var input = LineBuffer(limit: GuardMessage.longestLine)
@@ -67,10 +71,12 @@ final class GuardLink: EventSource {
         return answer
     }
 
-    init(display: String, status: @escaping () -> JSONValue, onMessage: @escaping (Message) -> Void) {
+    init(display: String, status: @escaping () -> JSONValue, lockDue: @escaping () -> BoottimeInstant?,
+         onMessage: @escaping (Message) -> Void) {
         path = GuardLink.socketPath
         self.display = display
         self.status = status
+        self.lockDue = lockDue
         self.onMessage = onMessage
         connect()
     }
@@ -85,8 +91,19 @@ final class GuardLink: EventSource {
     var deadline: MonotonicInstant? { fd < 0 ? retryAt : nil }
 
     /// Not registered, past the quick retries: tries again when the agent is awake anyway.
+    /// Registered: tells the guard when the lock is due if that moved (the agent is
+    /// awake anyway; moves under 250 ms are not worth a line).
     func prepareToWait() {
         if fd < 0, retryAt == nil, SystemClock.now().monotonic - lastTry >= GuardLink.slowRetry { connect() }
+        guard fd >= 0 else { return }
+        let due = lockDue()
+        switch (toldLockDue, due) {
+        case (.some(nil), nil): return
+        case (.some(let told?), let due?) where abs((due - told).value) < 250: return
+        default: break
+        }
+        toldLockDue = .some(due)
+        send(.lockDue(due.map { Swift.max($0 - SystemClock.now().boottime, .zero) }))
     }
 
     func dispatch(_ events: PollEvents) {
@@ -123,6 +140,7 @@ final class GuardLink: EventSource {
         }
         input = LineBuffer(limit: GuardMessage.longestLine)
         output = []
+        toldLockDue = nil
         state = "registering"
         lastProblem = nil
         send(.register(display: display))
@@ -187,6 +205,9 @@ final class GuardLink: EventSource {
                 onMessage(.locker(pid: pid))
             case .lockerEnded(let pid, let status, let signal)?:
                 onMessage(.lockerEnded(pid: pid, exitStatus: status, signal: signal))
+            case .askAlive(let number)?:
+                // Answered from the loop itself: that is what the guard asks proof of.
+                send(.alive(number))
             default:
                 Log.write(.warning, "the guard sent a line this agent does not know: \(ClientText.sanitized(line, maxBytes: 200))")
             }

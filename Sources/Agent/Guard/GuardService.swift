@@ -27,6 +27,10 @@ public final class GuardService {
     private var statuses: [String: JSONValue] = [:]
     private var sessionsStale = true
     private var logindReachable = true
+    /// The X server checks running (`checkDisplay`), by pid: their session.
+    private var displayChecks: [pid_t: String] = [:]
+    /// Root's questions waiting for the agents' answers (`proofWanted`).
+    private var questions: [GuardConnection] = []
 
     static let runDirectory: String = {
         #if DEBUG
@@ -76,6 +80,7 @@ public final class GuardService {
             }) { [unowned self] in
                 if sessionsStale { readSessions() }
                 carryOut(machine.handle(.tick, at: SystemClock.now().monotonic))
+                answerQuestions()
             })
         } catch {
             throw .failed("cannot set up the guard's event sources: \(error)")
@@ -104,6 +109,11 @@ public final class GuardService {
         unlink(socketPath)
         listener = xil_unix_listen(socketPath, 64)
         guard listener >= 0 else { throw .failed("cannot listen on \(socketPath): \(String(cString: strerror(errno)))") }
+        // Every line is judged by its own writer (GuardConnection): without credentials
+        // on each write the guard would listen to whoever holds the socket.
+        guard xil_pass_credentials(listener) == 0 else {
+            throw .failed("cannot ask for each writer's credentials on \(socketPath): \(String(cString: strerror(errno)))")
+        }
         // Every user may connect: each peer is checked by what the kernel says of it.
         chmod(socketPath, 0o666)
         loop.add(GuardListener(fd: listener) { [unowned self] in accept() })
@@ -158,10 +168,23 @@ public final class GuardService {
         case .register(let display) where connection.session == nil && !connection.asked:
             register(connection, display: display)
         case .status(let json) where connection.registered:
-            if let session = connection.session { statuses[session] = json }
+            if let session = connection.session {
+                statuses[session] = json
+                carryOut(machine.handle(.agentAnswered(session: session), at: SystemClock.now().monotonic))
+            }
         case .locked(let locked) where connection.registered:
             if let session = connection.session {
                 carryOut(machine.handle(.agentReported(session: session, locked: locked), at: SystemClock.now().monotonic))
+            }
+        case .lockDue(let dueIn) where connection.registered:
+            if let session = connection.session {
+                carryOut(machine.handle(.agentSaysLockDue(session: session, in: dueIn), at: SystemClock.now().monotonic))
+            }
+        case .alive(let number) where connection.registered:
+            // Only the answer to the question asked last: an old one proves nothing of now.
+            if let session = connection.session, let followed = agents[session], followed.question == number {
+                followed.question = nil
+                carryOut(machine.handle(.agentAnswered(session: session), at: SystemClock.now().monotonic))
             }
         case .sessions where connection.session == nil:
             connection.asked = true
@@ -170,15 +193,28 @@ public final class GuardService {
                 return
             }
             if sessionsStale { readSessions() }
-            var report = machine.report(now: SystemClock.now().monotonic, policyFile: policyFile, statuses: statuses)
-            if case .object(var fields) = report {
-                fields.append(("logind", .bool(logindReachable)))
-                report = .object(fields)
-            }
-            connection.finish(raw: report.text + "\n")
+            // "Guarded" only from an agent whose loop answers now: each is asked, and the
+            // report waits for the answers (`answerWithin` at most; one that does not
+            // answer is lost by then).
+            questions.append(connection)
+            carryOut(machine.handle(.proofWanted, at: SystemClock.now().monotonic))
         default:
             connection.finish(with: .refused("unexpected message"))
         }
+        answerQuestions()
+    }
+
+    /// Root's questions, answered once no agent's answer is outstanding.
+    private func answerQuestions() {
+        questions.removeAll { $0.isFinished }
+        guard !questions.isEmpty, !machine.sessions.values.contains(where: \.answerPending) else { return }
+        var report = machine.report(now: SystemClock.now().monotonic, policyFile: policyFile, statuses: statuses)
+        if case .object(var fields) = report {
+            fields.append(("logind", .bool(logindReachable)))
+            report = .object(fields)
+        }
+        for question in questions { question.finish(raw: report.text + "\n") }
+        questions = []
     }
 
     private func register(_ connection: GuardConnection, display: String) {
@@ -273,6 +309,13 @@ public final class GuardService {
                 agents[session]?.connection.send(.locker(pid: pid))
             case .tellLockerEnded(let session, let pid, let exitStatus, let signal):
                 agents[session]?.connection.send(.lockerEnded(pid: pid, exitStatus: exitStatus, signal: signal))
+            case .checkDisplay(let session):
+                if let failed = checkDisplay(of: session) { queue += machine.handle(failed, at: now) }
+            case .askAlive(let session):
+                guard let followed = agents[session] else { break }
+                followed.questionsAsked &+= 1
+                followed.question = followed.questionsAsked
+                followed.connection.send(.askAlive(followed.questionsAsked))
             case .refuse(_, _, let reason):
                 Log.write(.warning, "registration refused: \(reason)")
             }
@@ -307,6 +350,11 @@ public final class GuardService {
         do {
             let pid = try request.spawn()
             lockers[pid] = id
+            // Traced by the guard: no debugger of the user's can attach to it (the kernel
+            // allows one tracer) to make it exit 0, and a stop signal never reaches it.
+            if xil_trace_seize(pid) != 0 {
+                Log.write(.warning, "session \(id): cannot trace the guard's locker (pid \(pid)): \(String(cString: strerror(errno))); the user may stop it")
+            }
             recordLocker(pid, of: id)
             Log.write(.info, "session \(id): started the policy's locker `\(command)` as \(session.userName) on \(session.display) (pid \(pid))")
             return .lockerStarted(session: id, pid: pid)
@@ -314,6 +362,34 @@ public final class GuardService {
             return .lockerCouldNotStart(session: id, reason: "\(error)")
         }
     }
+
+    /// The session's X server asked as the user (`xidlelock idle`, this executable, with
+    /// the locker's clean environment), killed if it has not answered in a second. The
+    /// guard itself has no X connection; its child speaks X, never its loop.
+    private func checkDisplay(of id: String) -> GuardEvent? {
+        guard let session = machine.sessions[id]?.session, let user = SessionUser(uid: session.uid),
+              let exe = PeerCheck.guardExecutable?.path else {
+            return .displayChecked(session: id, answers: false, detail: "the check could not be started")
+        }
+        var request = SpawnRequest(program: .argv([PeerCheck.withoutDeleted(exe), "idle"]))
+        request.stop = .never
+        request.runAs = user.credentials
+        request.baseEnvironment = user.lockerEnvironment(display: session.display, sessionID: session.id,
+                                                         xauthority: PeerCheck.xauthority(of: session, home: user.home))
+        let pid: pid_t
+        do { pid = try request.spawn() } catch {
+            return .displayChecked(session: id, answers: false, detail: "the check could not be started: \(error)")
+        }
+        displayChecks[pid] = id
+        loop.add(RetryTimer(at: SystemClock.now().monotonic + GuardService.displayAnswerWithin) { [unowned self] in
+            guard displayChecks[pid] != nil else { return }
+            // Reaped with SIGCHLD, judged there as "no answer".
+            kill(pid, SIGKILL)
+        })
+        return nil
+    }
+
+    static let displayAnswerWithin = Millis.seconds(1)
 
     // MARK: The guard's lockers across its restarts
 
@@ -382,6 +458,26 @@ public final class GuardService {
             let pid = xil_guard_wait(&kind, &value)
             guard pid > 0 else { return }
             let now = SystemClock.now().monotonic
+            if kind == XIL_WAIT_SIGNAL {
+                // A signal on its way to a tracee. The guard's lockers never stop: a stopped
+                // locker keeps its window but no longer covers anything once that window
+                // is gone, and the user may send it SIGSTOP. Every other signal, and every
+                // signal to an agent, goes on as if the guard were not there.
+                let stops: Set<Int32> = [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU]
+                let drop = lockers[pid] != nil && stops.contains(value)
+                if drop, let session = lockers[pid] {
+                    Log.limited("guard locker stops dropped", "session \(session): signal \(value) to the guard's locker (pid \(pid)) dropped: a locker is never stopped")
+                }
+                xil_trace_continue(pid, drop ? 0 : value)
+                continue
+            }
+            if let session = displayChecks[pid], kind == XIL_WAIT_EXITED || kind == XIL_WAIT_KILLED {
+                displayChecks[pid] = nil
+                let answers = kind == XIL_WAIT_EXITED && value == 0
+                let detail = kind == XIL_WAIT_KILLED ? "no answer in \(GuardService.displayAnswerWithin)" : "`xidlelock idle` exited with status \(value)"
+                carryOut(machine.handle(.displayChecked(session: session, answers: answers, detail: detail), at: now))
+                continue
+            }
             if let session = lockers[pid], kind == XIL_WAIT_EXITED || kind == XIL_WAIT_KILLED {
                 lockers[pid] = nil
                 unlink(lockerRecordPath(session))
@@ -523,6 +619,9 @@ final class FollowedAgent {
     /// leaves the session unguarded until both are over.
     var stopped = false
     var frozen = false
+    /// The number of the question outstanding (`alive? N`), and how many were asked.
+    var question: UInt32?
+    var questionsAsked: UInt32 = 0
     init(connection: GuardConnection, pid: pid_t, pidfd: Int32) {
         self.connection = connection
         self.pid = pid
