@@ -28,16 +28,27 @@ public enum DoctorCommand {
             } else {
                 do { answer = try GuardLink.sessions() } catch { problem = error.message }
             }
-            let report = PolicyCheck.check(requirements, path: path, guardReport: answer, problem: problem, ownership: adminsProgram)
+            let report = PolicyCheck.check(requirements, path: path, guardReport: answer, problem: problem,
+                                           machine: machineFacts(), ownership: adminsProgram)
             _ = try? FileIO.writeAll(1, (options.json ? report.json.text : report.text) + "\n")
             return report.met ? 0 : 1
         }
         var status: JSONValue?
         var problem: String?
         do { status = try ControlClient.status(socket: options.socket) } catch { problem = error.message }
-        let report = PolicyCheck.check(requirements, path: path, status: status, agentProblem: problem, ownership: adminsProgram)
+        let report = PolicyCheck.check(requirements, path: path, status: status, agentProblem: problem,
+                                       machine: machineFacts(), ownership: adminsProgram)
         _ = try? FileIO.writeAll(1, (options.json ? report.json.text : report.text + "\n" + PolicyCheck.userCheckNote) + "\n")
         return report.met ? 0 : 1
+    }
+
+    /// The machine's facts a profile may ask about: Yama's ptrace scope (a kernel
+    /// without Yama has no /proc/sys/kernel/yama at all).
+    static func machineFacts() -> MachineFacts {
+        let yama = "/proc/sys/kernel/yama"
+        let text = FileIO.readSmallFile(yama + "/ptrace_scope").map { String(decoding: $0, as: UTF8.self) }
+        let why = "cannot be read (\(String(cString: strerror(errno))))"
+        return MachineFacts(ptraceScope: YamaPtraceScope(yamaExists: access(yama, F_OK) == 0, text: text, why: why))
     }
 
     /// A program is the admin's when root owns it and its directory, and no one else

@@ -92,6 +92,9 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
     /// Its control group, or one above it, was frozen (cgroup.freeze: the user may
     /// freeze the cgroups systemd delegates to them), seen through cgroup.events.
     case frozen(cgroup: String)
+    /// The guard cannot watch the cgroup tree the user may move the agent in and freeze
+    /// (inotify's limits): a freeze could not be seen, so the agent vouches for nothing.
+    case unwatchable(reason: String)
     /// It closed its registration while still running.
     case disconnected
     /// Its loop did not answer the guard's question in time (`GuardSettings.answerWithin`):
@@ -103,6 +106,7 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
         case .ended: "the agent ended"
         case .stopped(let signal): "the agent was stopped (signal \(signal))"
         case .frozen(let cgroup): "the agent's control group was frozen (\(cgroup))"
+        case .unwatchable(let reason): "the guard \(reason)"
         case .disconnected: "the agent closed its registration"
         case .unresponsive(let waited): "the agent's loop did not answer in \(waited)"
         }
@@ -112,7 +116,7 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
     /// still the session's agent until it ends.
     var mayContinue: Bool {
         switch self {
-        case .stopped, .frozen, .unresponsive: true
+        case .stopped, .frozen, .unwatchable, .unresponsive: true
         case .ended, .disconnected: false
         }
     }

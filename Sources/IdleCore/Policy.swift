@@ -33,6 +33,9 @@ public struct Policy: Equatable, Sendable {
     /// and after how long.
     public var onAgentLost: AgentLostAction?
     public var agentGrace: Millis?
+    /// A requirement of the machine, not of the agent: Yama's `kernel.yama.ptrace_scope`
+    /// at least this (`doctor --policy` checks it; nothing here sets a sysctl).
+    public var ptraceScope: Int?
 
     public init() {}
 
@@ -83,6 +86,12 @@ public struct Policy: Equatable, Sendable {
         },
         OptionSpec("--agent-grace", "DURATION", "How long the guard waits for a lost agent to come back before it acts (default 10s); three losses within 10 minutes act at once.") { p, v throws(UsageError) in
             p.agentGrace = try duration(v, for: "agent-grace")
+        },
+        OptionSpec("--ptrace-scope", "N", "The least Yama ptrace scope (kernel.yama.ptrace_scope, 0 to 3) the machine must run with, which doctor --policy checks; at 1 the user can no longer ptrace the lockers of the session. Set by sysctl, not by xidlelock.") { p, v throws(UsageError) in
+            guard let scope = Int(v), (0...3).contains(scope) else {
+                throw UsageError("ptrace-scope: '\(v)' is not 0, 1, 2 or 3")
+            }
+            p.ptraceScope = scope
         },
     ]
 

@@ -38,6 +38,38 @@ public struct PolicyCheckReport: Equatable, Sendable {
     }
 }
 
+/// Yama's ptrace scope, as the edge read `/proc/sys/kernel/yama/ptrace_scope`.
+public enum YamaPtraceScope: Equatable, Sendable {
+    /// 0 (classic: any process of the same user), 1 (only ancestors), 2 (only
+    /// CAP_SYS_PTRACE), 3 (none).
+    case scope(Int)
+    /// No /proc/sys/kernel/yama: the kernel runs without the Yama LSM.
+    case noYama
+    /// The file is there but could not be read, or did not hold a scope.
+    case unreadable(String)
+    /// The caller did not look.
+    case notRead
+
+    /// From the file's text (nil: the file could not be read, `why`), `yamaExists`: the
+    /// directory /proc/sys/kernel/yama is there.
+    public init(yamaExists: Bool, text: String?, why: String = "cannot be read") {
+        guard yamaExists else { self = .noYama; return }
+        guard let text else { self = .unreadable(why); return }
+        let trimmed = text.trimmingCharacters(in: " \t\n")
+        guard let scope = Int(trimmed), scope >= 0 else { self = .unreadable("'\(trimmed)' is not a scope"); return }
+        self = .scope(scope)
+    }
+}
+
+/// What the machine (not the agent) is, for the profile's machine requirements; the
+/// edge reads it.
+public struct MachineFacts: Equatable, Sendable {
+    public var ptraceScope: YamaPtraceScope
+    public init(ptraceScope: YamaPtraceScope = .notRead) {
+        self.ptraceScope = ptraceScope
+    }
+}
+
 public enum PolicyCheck {
     /// The profile's requirements, in its order. A line it cannot read, or a file that
     /// sets nothing (which every agent would meet), is an error naming what is wrong.
@@ -63,22 +95,55 @@ public enum PolicyCheck {
     /// it): nil when it is, else why not in words. The edge looks at the file.
     public typealias ProgramOwnership = @Sendable (String) -> String?
 
+    /// `machine`: the facts of the machine a requirement such as `ptrace-scope` asks
+    /// about, which hold whether an agent answers or not.
     public static func check(_ profile: [ReportedSetting], path: String, status: JSONValue?,
-                             agentProblem: String? = nil, ownership: @escaping ProgramOwnership) -> PolicyCheckReport {
+                             agentProblem: String? = nil, machine: MachineFacts = MachineFacts(),
+                             ownership: @escaping ProgramOwnership) -> PolicyCheckReport {
         func line(_ r: ReportedSetting) -> String { r.value.isEmpty ? r.name : "\(r.name) \(r.value)" }
         guard let status else {
             let why = (agentProblem ?? "no agent answers") + ": nothing can be checked"
             return PolicyCheckReport(profile: path, requirements: [PolicyRequirement(requirement: "agent", met: false, detail: why)]
-                + profile.map { PolicyRequirement(requirement: line($0), met: false, detail: "no agent answers") })
+                + profile.map { r in
+                    let (met, detail) = meets(r, machine: machine) ?? (false, "no agent answers")
+                    return PolicyRequirement(requirement: line(r), met: met, detail: detail)
+                })
         }
         var requirements = [PolicyRequirement(requirement: "agent", met: true, detail: "answers (state \(status["state"]?.string ?? "?"))")]
         let agent = AgentFacts(status, ownership: ownership)
         requirements.append(agent.policyRequirement)
         for r in profile {
-            let (met, detail) = agent.meets(r)
+            let (met, detail) = meets(r, machine: machine) ?? agent.meets(r)
             requirements.append(PolicyRequirement(requirement: line(r), met: met, detail: detail))
         }
         return PolicyCheckReport(profile: path, requirements: requirements)
+    }
+
+    /// A requirement of the machine, met or not and why; nil for the agent's requirements.
+    static func meets(_ r: ReportedSetting, machine: MachineFacts) -> (Bool, String)? {
+        switch r.name {
+        case "ptrace-scope":
+            guard let least = Int(r.value), (0...3).contains(least) else { return (false, "'\(r.value)' is not 0, 1, 2 or 3") }
+            let meaning = [0: "any process may ptrace another of its user", 1: "only a process's ancestors may ptrace it",
+                           2: "only root (CAP_SYS_PTRACE) may ptrace", 3: "no process may ptrace"]
+            let fix = "set kernel.yama.ptrace_scope = \(least) in /etc/sysctl.d"
+            switch machine.ptraceScope {
+            case .scope(let scope) where scope >= least:
+                return (true, "kernel.yama.ptrace_scope is \(scope): \(meaning[scope] ?? "a scope above 3")")
+            case .scope(let scope):
+                return (false, "kernel.yama.ptrace_scope is \(scope): \(meaning[scope] ?? "?"), so the user can ptrace the lockers of the session (\(fix))")
+            case _ where least == 0:
+                return (true, "ptrace-scope 0 asks for no restriction")
+            case .noYama:
+                return (false, "no Yama LSM in this kernel (no /proc/sys/kernel/yama): any process may ptrace another of its user, the lockers of the session too (a kernel with Yama, and \(fix))")
+            case .unreadable(let why):
+                return (false, "kernel.yama.ptrace_scope \(why)")
+            case .notRead:
+                return (false, "this check did not read kernel.yama.ptrace_scope")
+            }
+        default:
+            return nil
+        }
     }
 
     /// What the status says of the settings in force and of the admin's policy.
@@ -299,7 +364,7 @@ extension PolicyCheck {
     /// did not answer) against the profile: each must be guarded by a verified agent, and
     /// that agent's status must meet every requirement.
     public static func check(_ profile: [ReportedSetting], path: String, guardReport: JSONValue?, problem: String? = nil,
-                             ownership: @escaping ProgramOwnership) -> GuardCheckReport {
+                             machine: MachineFacts = MachineFacts(), ownership: @escaping ProgramOwnership) -> GuardCheckReport {
         guard let guardReport, case .array(let sessions)? = guardReport["sessions"] else {
             return GuardCheckReport(profile: path, sessions: [], problem: problem ?? "the guard sent no sessions")
         }
@@ -316,7 +381,7 @@ extension PolicyCheck {
                                 : "NOT guarded: \(why)" + (lastAction.map { "; the guard \($0)" } ?? ""))
             let status = guarded ? session["agent_status"].flatMap { $0 == .null ? nil : $0 } : nil
             var report = check(profile, path: path, status: status, agentProblem: guarded ? "the agent reported no status" : "no verified agent",
-                               ownership: ownership)
+                               machine: machine, ownership: ownership)
             report.requirements.insert(guardLine, at: 0)
             return (id, user, report)
         }, problem: nil)

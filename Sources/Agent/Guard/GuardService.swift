@@ -26,6 +26,12 @@ public final class GuardService {
     /// What each verified agent reported at its registration, for root's evidence.
     private var statuses: [String: JSONValue] = [:]
     private var sessionsStale = true
+    /// Every followed agent's cgroup tree, watched for a freeze: one inotify instance for all.
+    private lazy var cgroupTrees: CgroupTrees = {
+        let trees = CgroupTrees()
+        loop.add(trees)
+        return trees
+    }()
     private var logindReachable = true
     /// The X server checks running (`checkDisplay`), by pid: their session.
     private var displayChecks: [pid_t: String] = [:]
@@ -273,14 +279,22 @@ public final class GuardService {
             }
             followed.processWatch = watch
             loop.add(watch)
-            followed.freeze = FreezeWatch(pid: connection.pid) { [unowned self, unowned followed] frozen, cgroup in
-                followed.frozen = frozen
-                agentRuns(followed, in: session, lost: frozen ? .frozen(cgroup: cgroup) : nil)
+            followed.freeze = FreezeWatch(pid: connection.pid, uid: connection.uid, trees: cgroupTrees) { [unowned self, unowned followed] hold in
+                followed.cgroupHold = hold
+                agentRuns(followed, in: session, lost: hold)
             }
-            if let freeze = followed.freeze { loop.add(freeze) }
-            else if verbose { Log.write(.info, "session \(session): agent pid \(connection.pid) has no control group of cgroup v2 to watch for a freeze") }
+            if let freeze = followed.freeze {
+                if verbose { Log.write(.info, "session \(session): agent pid \(connection.pid) in \(freeze.cgroup): watching \(freeze.top) and every cgroup below it for a freeze") }
+            } else if verbose {
+                Log.write(.info, "session \(session): agent pid \(connection.pid) has no control group of cgroup v2 to watch for a freeze")
+            }
             if verbose { Log.write(.info, "session \(session): agent pid \(connection.pid) verified (\(verified.agent.executable))") }
             carryOut(actions)
+            // Frozen already, or in a tree the guard cannot watch: verified, but not guarded.
+            if let hold = followed.freeze?.hold {
+                followed.cgroupHold = hold
+                agentRuns(followed, in: session, lost: hold)
+            }
         }
     }
 
@@ -505,7 +519,7 @@ public final class GuardService {
         let now = SystemClock.now().monotonic
         if let lost {
             carryOut(machine.handle(.agentLost(session: session, loss: lost), at: now))
-        } else if !agent.stopped && !agent.frozen {
+        } else if !agent.stopped && agent.cgroupHold == nil {
             carryOut(machine.handle(.agentContinued(session: session), at: now))
         }
     }
@@ -615,10 +629,11 @@ final class FollowedAgent {
     let pidfd: Int32
     var processWatch: ProcessWatch?
     var freeze: FreezeWatch?
-    /// Stopped by a signal (ptrace's group-stop), frozen with its cgroup: either one
-    /// leaves the session unguarded until both are over.
+    /// Stopped by a signal (ptrace's group-stop), frozen with its cgroup (or in a cgroup
+    /// tree the guard cannot watch): either one leaves the session unguarded until both
+    /// are over.
     var stopped = false
-    var frozen = false
+    var cgroupHold: AgentLoss?
     /// The number of the question outstanding (`alive? N`), and how many were asked.
     var question: UInt32?
     var questionsAsked: UInt32 = 0
