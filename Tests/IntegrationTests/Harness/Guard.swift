@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 /// The second local user whose session the guard tests guard: `nobody`, as DESIGN.md's
@@ -19,6 +20,83 @@ let guardSessionID = "g1"
 /// (the issue's "within agent-grace + 2 s").
 let guardGrace: Duration = .seconds(2)
 let guardActWindow: Duration = .seconds(2)
+
+/// The built binary installed as a package installs it: a copy owned by root, mode
+/// `mode` (0711: every user may run it, none may read it, so the kernel starts it
+/// non-dumpable, `would_dump` in fs/exec.c), in a directory every user can traverse
+/// (`/var/tmp/xidlelock-test-bin/PID-MODE/`, dirs 0755 root). One copy per mode for the
+/// whole test run (the runner's pid names it); copies a finished run left are removed.
+enum InstalledBinary {
+    static let root = "/var/tmp/xidlelock-test-bin"
+    private static let made = Mutex<[mode_t: String]>([:])
+
+    static func copy(mode: mode_t) throws -> String {
+        try made.withLock { made in
+            if let path = made[mode] { return path }
+            try makeDirectory(root)
+            if made.isEmpty { removeStaleCopies() }
+            let directory = root + "/\(getpid())-\(String(mode, radix: 8))"
+            try makeDirectory(directory)
+            let path = directory + "/xidlelock"
+            let staging = path + ".new"
+            try? FileManager.default.removeItem(atPath: staging)
+            try FileManager.default.copyItem(atPath: agentBinary, toPath: staging)
+            guard chown(staging, 0, 0) == 0, chmod(staging, mode) == 0, rename(staging, path) == 0 else {
+                throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            }
+            made[mode] = path
+            return path
+        }
+    }
+
+    private static func makeDirectory(_ path: String) throws {
+        guard mkdir(path, 0o755) == 0 || errno == EEXIST else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == 0 else {
+            throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: path])
+        }
+        chmod(path, 0o755)
+    }
+
+    /// The copies of runs that ended (their runner's pid is gone).
+    private static func removeStaleCopies() {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+            guard let pid = Int32(name.prefix { $0.isNumber }), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            try? FileManager.default.removeItem(atPath: root + "/" + name)
+        }
+    }
+
+    /// The mode `make install` gives the binary: `install -m MODE $(RELEASE_BIN)` in the
+    /// Makefile (nil when the rule cannot be found).
+    static var makeInstallMode: mode_t? {
+        var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        while dir.path != "/", !FileManager.default.fileExists(atPath: dir.appending(path: "Makefile").path) { dir.deleteLastPathComponent() }
+        guard let text = try? String(contentsOfFile: dir.appending(path: "Makefile").path, encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.contains("$(RELEASE_BIN)") && line.contains("install ") {
+            let words = line.split(separator: " ")
+            if let m = words.firstIndex(of: "-m"), m + 1 < words.count, let mode = mode_t(words[m + 1], radix: 8) { return mode }
+        }
+        return nil
+    }
+}
+
+/// Which executable a `GuardSession`'s guard and agents run.
+enum GuardBinary: Equatable {
+    /// `.build/debug/xidlelock` as built (root's, mode 0755, in the worktree).
+    case built
+    /// A root-owned copy of it with this mode (`InstalledBinary`).
+    case installed(mode: mode_t)
+
+    /// What GuardSession uses unless a test says otherwise.
+    static let standard: GuardBinary = .installed(mode: 0o711)
+
+    func path() throws -> String {
+        switch self {
+        case .built: agentBinary
+        case .installed(let mode): try InstalledBinary.copy(mode: mode)
+        }
+    }
+}
 
 /// tmpfiles-like: where one local user's session keeps its things inside the sandbox.
 struct UserDirectories {
@@ -60,6 +138,8 @@ final class GuardSession {
     let display: String
     let user: UserDirectories
     let onAgentLost: String
+    /// The executable the guard and the agents run (see `GuardBinary`).
+    let binary: String
     private(set) var guardProcess: Process?
     /// When the guard's socket appeared (the guard is up and listening).
     private(set) var guardReadyAt: ContinuousClock.Instant?
@@ -84,10 +164,13 @@ final class GuardSession {
 
     /// Runs `body` with a sandbox holding the session (and, unless `startGuard` is false,
     /// a running guard), and cleans up whatever the guard and the user's processes left.
-    static func with<R>(onAgentLost: String = "lock", startGuard: Bool = true,
+    /// `maxLockAfter`: the policy's `max-lock-after` (10m: no idle lock of the agent's own
+    /// during a test). `binary`: what the guard and the agents run.
+    static func with<R>(onAgentLost: String = "lock", startGuard: Bool = true, maxLockAfter: String = "10m",
+                        binary: GuardBinary = .standard,
                         _ body: (GuardSession) async throws -> R) async throws -> R {
         try await Sandbox.with(buses: true, systemBus: .debianSystem) { s in
-            let g = try await GuardSession(s, onAgentLost: onAgentLost)
+            let g = try await GuardSession(s, onAgentLost: onAgentLost, maxLockAfter: maxLockAfter, binary: binary.path())
             do {
                 if startGuard { try await g.startGuard() }
                 let result = try await body(g)
@@ -100,15 +183,16 @@ final class GuardSession {
         }
     }
 
-    private init(_ s: Sandbox, onAgentLost: String) async throws {
+    private init(_ s: Sandbox, onAgentLost: String, maxLockAfter: String, binary: String) async throws {
         self.s = s
         self.onAgentLost = onAgentLost
+        self.binary = binary
         guard let display = s.display else { throw CocoaError(.featureUnsupported) }
         self.display = display
         user = try UserDirectories(s.path("user"), uid: guardUserID)
         policyText = """
             secure
-            max-lock-after 10m
+            max-lock-after \(maxLockAfter)
             locker \(testLockerBinary) --hold 1100 --pids \(s.path("user/lockers.pids")) --unlock \(s.path("user/unlock"))
             agent-grace \(guardGrace.components.seconds)s
             on-agent-lost \(onAgentLost)
@@ -147,11 +231,11 @@ final class GuardSession {
     func startGuard() async throws {
         let log = guardLogs.isEmpty ? "guard.log" : "guard-\(guardLogs.count + 1).log"
         guardLogs.append(log)
-        let process = try s.startBackground(agentBinary, ["guard", "--verbose"], output: log, environment: guardEnvironment)
+        let process = try s.startBackground(binary, ["guard", "--verbose"], output: log, environment: guardEnvironment)
         guardProcess = process
         try await wait("the guard's socket \(guardSocket)") {
             if !process.isRunning {
-                throw CommandFailed(command: [agentBinary, "guard", "--verbose"],
+                throw CommandFailed(command: [self.binary, "guard", "--verbose"],
                                     result: CommandResult(exit: Exit(process), stdout: "", stderr: self.guardLog))
             }
             return FileManager.default.fileExists(atPath: self.guardSocket)
@@ -185,19 +269,19 @@ final class GuardSession {
     }
 
     /// Starts an agent of the session's user (`--verbose --lock-after 5m`, clamped by the
-    /// policy anyway), tracked by the sandbox as its agents are. `binary`: another
-    /// executable than the built one (a copy); `uid`, `dirs`, `display`: another user,
-    /// another display.
+    /// policy anyway; `lockAfter` another), tracked by the sandbox as its agents are.
+    /// `binary`: another executable than the session's (a copy); `uid`, `dirs`,
+    /// `display`: another user, another display.
     /// `cgroup`: a cgroup v2 directory the agent starts in (root moves it there, as
     /// systemd puts a unit in its own).
     /// `environment`: variables the user set besides the session's (or unset, nil).
     func startAgent(binary: String? = nil, uid: UInt32 = guardUserID, dirs: UserDirectories? = nil,
-                    display: String? = nil, sessionBus: Bool = true, cgroup: String? = nil,
+                    display: String? = nil, sessionBus: Bool = true, cgroup: String? = nil, lockAfter: String = "5m",
                     environment: [String: String?] = [:]) throws -> AgentProcess {
         let dirs = dirs ?? user
-        let exe = binary.map { "'\($0)'" } ?? "\"$0\""
+        let exe = "'\(binary ?? self.binary)'"
         let move = cgroup.map { "echo $$ > '\($0)/cgroup.procs' && " } ?? ""
-        return try s.startAgent(["--verbose", "--lock-after", "5m"],
+        return try s.startAgent(["--verbose", "--lock-after", lockAfter],
                                 environment: userEnvironment(dirs, display: display, sessionBus: sessionBus && uid == guardUserID)
                                     .merging(environment) { $1 },
                                 shell: move + "exec setpriv --reuid=\(uid) --regid=\(uid) --clear-groups \(exe) \"$@\"")
@@ -205,8 +289,8 @@ final class GuardSession {
 
     /// Starts an agent of the user and waits until root's `doctor --policy` says the
     /// session is guarded by a verified agent and met (exit 0).
-    func startVerifiedAgent(cgroup: String? = nil) async throws -> AgentProcess {
-        let agent = try startAgent(cgroup: cgroup)
+    func startVerifiedAgent(cgroup: String? = nil, lockAfter: String = "5m") async throws -> AgentProcess {
+        let agent = try startAgent(cgroup: cgroup, lockAfter: lockAfter)
         try await waitForVerified(agent)
         return agent
     }

@@ -10,6 +10,8 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
     bus.py inhibitors                       ListInhibitors, one JSON array per inhibitor
     bus.py session METHOD                   Lock, Unlock on the test's session
     bus.py locked-hint                      the session's LockedHint: true or false
+    bus.py set-locked-hint true|false       the session's SetLockedHint (XDG_SESSION_ID's), as
+                                            whoever runs it (the session's user may)
     bus.py locked-hint-calls                every SetLockedHint the session was sent, as a
                                             JSON array of true and false, oldest first
     bus.py session-active [ID] true|false   the session's Active (PropertiesChanged); ID:
@@ -836,6 +838,8 @@ def main():
     elif command == 'locked-hint':
         hint = session_object(dbus.SystemBus()).Get(SESSION, 'LockedHint', dbus_interface=PROPERTIES)
         print('true' if hint else 'false')
+    elif command == 'set-locked-hint':
+        session_object(dbus.SystemBus()).SetLockedHint(dbus.Boolean(args[0] == 'true'), dbus_interface=SESSION)
     elif command == 'locked-hint-calls':
         calls = session_object(dbus.SystemBus()).GetMethodCalls('SetLockedHint', dbus_interface=MOCK)
         print(json.dumps([bool(call[1][0]) for call in calls]))
