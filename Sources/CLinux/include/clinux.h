@@ -142,4 +142,19 @@ enum xil_wait_kind {
 /* Reaps or handles one event: the pid (0 when none), its kind and value. A signal
  * for a tracee is passed on unchanged: the agent sees every signal as without the guard. */
 pid_t xil_guard_wait(enum xil_wait_kind *kind, int *value);
+/* The agent traces its own locker (PTRACE_SEIZE, no options: never EXITKILL, the
+ * locker outlives the agent): the kernel allows one tracer, so no other process of the
+ * user can attach a debugger to it and make it exit 0, and every signal sent to it
+ * reaches the agent first (xil_child_wait). 0 or -1 and errno (EPERM: another tracer
+ * holds it, or this one already does). */
+int xil_trace_child(pid_t pid);
+/* The pid of the process tracing `pid` (0: none), from /proc/PID/status; -1 if unreadable. */
+pid_t xil_tracer_of(pid_t pid);
+/* waitpid(pid, WNOHANG) for one child the agent may trace, decoded. A stop is never
+ * an end: a stop signal (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU) on its way to a tracee is
+ * dropped (PTRACE_CONT with 0: the locker keeps running), and a tracee stopped before
+ * the seize is let run; any other signal is passed on unchanged. Returns the kind
+ * (XIL_WAIT_NONE: nothing now; call again after any other kind) and in *value the
+ * exit status, the signal that killed it, or the signal stopped/passed on. */
+enum xil_wait_kind xil_child_wait(pid_t pid, int *value);
 #endif
