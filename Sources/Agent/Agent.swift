@@ -437,6 +437,8 @@ public final class Agent {
                     }
                 case .terminate(let role):
                     children.terminate(role)
+                case .killLocker:
+                    children.killLocker()
                 case .announce(let announcement):
                     if let entry = AuditRecord.of(announcement) { AuditTrail.record(entry) }
                     if case .locked = announcement { guardLink?.lockChanged(locked: true) }

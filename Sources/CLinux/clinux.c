@@ -340,6 +340,61 @@ pid_t xil_guard_wait(enum xil_wait_kind *kind, int *value) {
     return pid;
 }
 
+pid_t xil_tracer_of(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *file = fopen(path, "re");
+    if (!file) return -1;
+    pid_t tracer = -1;
+    while (fgets(line, sizeof line, file)) {
+        if (strncmp(line, "TracerPid:", 10) == 0) {
+            tracer = (pid_t)strtol(line + 10, NULL, 10);
+            break;
+        }
+    }
+    fclose(file);
+    return tracer;
+}
+
+static int is_stop_signal(int sig) {
+    return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+enum xil_wait_kind xil_child_wait(pid_t pid, int *value) {
+    int status = 0;
+    pid_t got;
+    do {
+        got = waitpid(pid, &status, WNOHANG);
+    } while (got < 0 && errno == EINTR);
+    *value = 0;
+    if (got != pid) return XIL_WAIT_NONE;
+    if (WIFEXITED(status)) {
+        *value = WEXITSTATUS(status);
+        return XIL_WAIT_EXITED;
+    }
+    if (WIFSIGNALED(status)) {
+        *value = WTERMSIG(status);
+        return XIL_WAIT_KILLED;
+    }
+    if (!WIFSTOPPED(status)) return XIL_WAIT_OTHER;  /* WIFCONTINUED: not asked for */
+    int sig = WSTOPSIG(status);
+    *value = sig;
+    if (status >> 16 == PTRACE_EVENT_STOP) {
+        /* A group-stop (stopped before the seize, or by a stop signal that got
+         * through): PTRACE_CONT ends it for the tracee. */
+        ptrace(PTRACE_CONT, pid, NULL, NULL);
+        return XIL_WAIT_STOPPED;
+    }
+    if (is_stop_signal(sig)) {
+        /* A signal-delivery-stop of a stop signal: dropped. */
+        ptrace(PTRACE_CONT, pid, NULL, NULL);
+        return XIL_WAIT_STOPPED;
+    }
+    /* Any other signal: delivered as it was sent (SIGTERM still ends it). */
+    ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+    return XIL_WAIT_OTHER;
+}
+
 int xil_set_undumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 int xil_directory_watch(const char *directory) {

@@ -214,6 +214,11 @@ public enum Action: Equatable, Sendable {
     case logRefusal(String)
     /// Tell event subscribers.
     case announce(Announcement)
+    /// Kill the running locker's process group at once (SIGKILL) and forget it: its end
+    /// is not reported, and the next locker may start at once. Sent only under the
+    /// policy, for a locker of the agent's own that does not cover the screen
+    /// (`LockerFailure.stillRuns`): a failure like an exit 1, not an unlock.
+    case killLocker
     /// Ask the X server whether another client holds the keyboard grab (the
     /// locker covering the screen) and the pointer grab; the answer comes back as
     /// `.lockerFact(.grabs(_))` at once.

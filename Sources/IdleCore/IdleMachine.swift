@@ -92,7 +92,8 @@ public struct IdleMachine: Sendable {
         self.activity = Activity(at: now)
         self.stages = Stages(count: config.stages.count)
         self.holds = HoldBook(cookies: cookies)
-        self.supervisor = LockerSupervisor(grabDeadline: config.lockerGrabDeadline, shortestHold: config.lockerShortestHold)
+        self.supervisor = LockerSupervisor(grabDeadline: config.lockerGrabDeadline, shortestHold: config.lockerShortestHold,
+                                           underPolicy: config.policy != nil)
         self.listening = InputListening(since: now)
         self.corners = CornerWatch(settings: config.corners, firstStage: config.stages.first?.idleTime)
     }
@@ -277,7 +278,8 @@ public struct IdleMachine: Sendable {
             screenWoken(now)
             letSleepIfReady(now, &out)
         case .notCovering:
-            // It cannot be replaced while it runs (never a second locker); say so loudly.
+            // Without a policy it is left running (never a second locker, and it may be a
+            // locker that never grabs); say so loudly. Under the policy it was replaced.
             out.append(.log(.error, "the locker has run for \(supervisor.grabDeadline) without grabbing the keyboard: the screen may NOT be covered (left running; its exit 0 will count as an unlock)"))
             out.append(.announce(.lockerNotCovering(runningFor: supervisor.grabDeadline)))
         case .letGo(let heldFor, let runningFor):
@@ -295,6 +297,9 @@ public struct IdleMachine: Sendable {
             for device in devices { out.append(.announce(.grabHeldByOther(device, beforeStart: beforeStart))) }
             tellLockedHint(false, &out)
         case .failed(let failure, let retryAt, _):
+            // Under the policy, one that runs without covering the screen: killed before
+            // the next one starts (never two at once).
+            if failure.stillRuns { out.append(.killLocker) }
             let delay = retryAt - now.boottime
             // The failure named with its likely cause: the locker could not grab what another client holds.
             let held = supervisor.heldByOther
@@ -308,14 +313,15 @@ public struct IdleMachine: Sendable {
         case .retryHeldOff(let until, let again):
             // Said once loudly; then quietly, with the checks backing off to once a minute.
             out.append(.log(again ? .debug : .error, "the keyboard is grabbed, most likely by a detached copy of the locker: not starting another; checking again in \(until - now.boottime)"))
-        case .unlocked(let lockedFor, let covered):
-            unlocked(lockedFor: lockedFor, covered: covered, now, &out)
+        case .unlocked(let lockedFor, let covered, let hadLetGo):
+            unlocked(lockedFor: lockedFor, covered: covered, hadLetGo: hadLetGo, now, &out)
         }
     }
 
     /// The one good end of a lock: the idle period restarts and the on-unlock hook may run.
-    mutating func unlocked(lockedFor: Millis, covered: Bool, _ now: Instant, _ out: inout [Action]) {
-        out.append(.log(.info, "unlocked after \(lockedFor) locked" + (covered ? "" : " (the locker never grabbed the keyboard)")))
+    mutating func unlocked(lockedFor: Millis, covered: Bool, hadLetGo: Bool, _ now: Instant, _ out: inout [Action]) {
+        let note = covered ? "" : hadLetGo ? " (the locker had let go of the keyboard before it exited)" : " (the locker never grabbed the keyboard)"
+        out.append(.log(.info, "unlocked after \(lockedFor) locked" + note))
         let stage = config.lockStage
         // Built before the idle period restarts: how long the user was away.
         var env = environment("unlock", stage, now)

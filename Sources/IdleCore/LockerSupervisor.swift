@@ -83,6 +83,12 @@ public enum LockerFailure: Equatable, Sendable, CustomStringConvertible {
     case returnedAtOnce(after: Millis)
     /// An adopted locker ended; whether it exited 0 cannot be known.
     case endedUnseen(after: Millis)
+    /// Under the policy: it ran through the grab deadline and the keyboard was seen
+    /// free. It still runs: the edge kills it (`stillRuns`).
+    case neverGrabbed(after: Millis)
+    /// Under the policy: it held the keyboard, was seen without it, and had not exited
+    /// `letGoGrace` later. It still runs: the edge kills it.
+    case letGo(heldFor: Millis, freeFor: Millis)
 
     public var description: String {
         switch self {
@@ -93,6 +99,19 @@ public enum LockerFailure: Equatable, Sendable, CustomStringConvertible {
             "exited 0 after \(after) without holding the screen (it forked and returned, as i3lock does without -n, or a wrapper put it in the background): give a locker command that keeps running until unlocked"
         case .endedUnseen(let after):
             "(started by an earlier agent) ended after \(after); its exit status cannot be known, so this is not taken as an unlock"
+        case .neverGrabbed(let after):
+            "ran for \(after) without grabbing the keyboard (killed: under the policy a locker that does not cover the screen is replaced)"
+        case .letGo(let heldFor, let freeFor):
+            "let go of the keyboard after holding it for \(heldFor) and still ran \(freeFor) later without exiting (killed: under the policy a locker that does not cover the screen is replaced)"
+        }
+    }
+
+    /// The locker still runs, not covering the screen: the edge kills it before the
+    /// next one starts (never two at once).
+    public var stillRuns: Bool {
+        switch self {
+        case .neverGrabbed, .letGo: true
+        default: false
         }
     }
 
@@ -104,6 +123,8 @@ public enum LockerFailure: Equatable, Sendable, CustomStringConvertible {
         case .killed: "killed"
         case .returnedAtOnce: "returned-at-once"
         case .endedUnseen: "ended-unseen"
+        case .neverGrabbed: "not-covering"
+        case .letGo: "let-go"
         }
     }
 }
@@ -127,9 +148,16 @@ public enum LockerCover: Equatable, Sendable {
     case unknown
     /// Another client (the locker) held the keyboard grab from this time on.
     case covered(since: Instant)
-    /// It ran for the whole grab deadline without a grab being seen: it runs, but
-    /// the screen may be visible. It is not replaced (never a second locker). A grab
-    /// seen later (probed while a sleep waits) makes it `covered`.
+    /// It held the keyboard from `coveredSince` and was seen without it at `freeSince`.
+    /// i3lock lets go shortly before it exits 0 after the right password (319 ms apart
+    /// measured on a slow VM): judged `LockerSupervisor.letGoGrace` later, when an exit
+    /// 0 by then is an unlock, and a keyboard still free a let-go. Until then the lock
+    /// stands as it was.
+    case lettingGo(coveredSince: Instant, freeSince: Instant)
+    /// It ran for the whole grab deadline without a grab being seen, or let go of the
+    /// keyboard: it runs, but the screen may be visible. Without a policy it is not
+    /// replaced (never a second locker; under the policy it is killed and replaced). A
+    /// grab seen later makes it `covered`.
     case notCovering
     /// Another client holds the keyboard or the pointer: it held it before the locker
     /// started, or the keyboard stayed grabbed through the grab deadline while no window
@@ -166,7 +194,9 @@ public enum LockerVerdict: Equatable, Sendable {
     /// window of the locker showed through the grab deadline).
     case grabHeldByOther([GrabbedDevice], beforeStart: Bool)
     /// The one way a lock ends well: exit 0 after the locker held the screen.
-    case unlocked(lockedFor: Millis, covered: Bool)
+    /// `covered`: its grab was seen (and still was `letGoGrace` before the exit);
+    /// `hadLetGo`: it let go of the keyboard longer ago than that.
+    case unlocked(lockedFor: Millis, covered: Bool, hadLetGo: Bool = false)
     /// The screen may be open: the locker is started again at `retryAt` (now, or later).
     case failed(LockerFailure, retryAt: BoottimeInstant, attempt: Int)
     /// A retry is due and nothing holds the keyboard: start the locker now.
@@ -184,7 +214,9 @@ public enum LockerVerdict: Equatable, Sendable {
 /// held the screen. Killed, non-zero at any time, returned at once, or an end
 /// that cannot be seen: each is a failure, and the locker is started again at
 /// once, then with a growing delay, for as long as it keeps failing (input does
-/// not stop it: when in doubt, lock).
+/// not stop it: when in doubt, lock). Under the admin's policy there is no growing
+/// delay, and a locker of the agent's own that does not cover the screen (never
+/// grabbed the keyboard, or let go of it) is a failure too: killed and replaced.
 public struct LockerSupervisor: Equatable, Sendable {
     public private(set) var state: LockerState = .unlocked
     /// The last failure and when it happened, for status.
@@ -218,6 +250,15 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// that fast, and lockers that fork return within milliseconds.
     public let shortestHold: Millis
     public static let longestRetryDelay = Millis.seconds(60)
+    /// Under the policy the session's user is one of the attackers: one who kills each
+    /// locker as it starts must not buy a minute of open screen by the back-off. The
+    /// first `immediateRetries` failures in a row are replaced at once, the later ones
+    /// `policyRetryGap` apart: a locker that fails instantly for ever (gone, broken)
+    /// then costs two starts a second, not a busy loop, and the gap stays below the
+    /// time i3lock itself takes to grab (0.4-0.9 s). The guard takes a session with
+    /// repeated failures as lost; that is its part.
+    public static let immediateRetries = 3
+    public static let policyRetryGap = Millis(500)
 
     /// How often the grab is probed again while the locker runs, once the search for
     /// its grab is over: a locker that lets go of the keyboard (it crashed half-way, a
@@ -226,16 +267,34 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// an unlocked agent never probes.
     public let grabRecheck: Millis
 
-    public init(grabDeadline: Millis = .seconds(3), shortestHold: Millis = .seconds(1), grabRecheck: Millis = .seconds(5)) {
+    /// How long after a probe found the keyboard let go the locker may still exit 0 as
+    /// an unlock (`LockerCover.lettingGo`): i3lock lets go 319 ms before its exit 0
+    /// (measured on a slow VM), and the exit reaches the agent within a loop turn; 1.5 s
+    /// leaves a loaded machine room. Longer only leaves a let-go locker longer in place.
+    public let letGoGrace: Millis
+
+    /// The admin's policy is in force: no back-off, and a locker that does not cover
+    /// the screen is replaced.
+    public let underPolicy: Bool
+
+    public init(grabDeadline: Millis = .seconds(3), shortestHold: Millis = .seconds(1), grabRecheck: Millis = .seconds(5),
+                letGoGrace: Millis = .ms(1500), underPolicy: Bool = false) {
         self.grabDeadline = grabDeadline
         self.shortestHold = shortestHold
         self.grabRecheck = grabRecheck
+        self.letGoGrace = letGoGrace
+        self.underPolicy = underPolicy
     }
 
     public var isRunning: Bool { if case .running = state { true } else { false } }
     public var isRetrying: Bool { if case .retrying = state { true } else { false } }
     /// The locker is known to hold the screen.
-    public var covers: Bool { if case .running(_, _, .covered, _) = state { true } else { false } }
+    public var covers: Bool {
+        switch state {
+        case .running(_, _, .covered, _), .running(_, _, .lettingGo, _): true
+        default: false
+        }
+    }
 
     /// When the grab probe runs next: 10 ms after the start, then with doubling
     /// gaps up to 500 ms, until the grab is seen or the deadline passes (at most
@@ -256,6 +315,11 @@ public struct LockerSupervisor: Equatable, Sendable {
         // grab may be let go within it, and a grab then can be the locker's).
         let searching = cover == .unknown || (cover == .grabHeldByOther && ran < grabDeadline)
         if case .covered = cover {} else if hurry { return last.boottime + .ms(10) }
+        // A let-go is looked at again when its grace ends (waking time: a suspend
+        // in between makes it due at once).
+        if case .lettingGo(_, let freeSince) = cover {
+            return last.boottime + Swift.max(letGoGrace - (last.monotonic - freeSince.monotonic), .zero)
+        }
         guard searching else { return last.boottime + grabRecheck }
         let gap = Swift.min(Swift.max(ran, .ms(10)), .ms(500))
         return last.boottime + Swift.max(Swift.min(gap, grabDeadline - ran), .zero)
@@ -317,7 +381,8 @@ public struct LockerSupervisor: Equatable, Sendable {
             return judge(reading, since: since, attempt: attempt, cover: cover, adopted: adopted, at: clocks)
         case (.grabs(let reading), .retrying(_, let attempt)):
             guard reading.grabbed == true, lastReturnedAtOnce else { return .retryNow }
-            let next = now + retryDelay(attempt: Swift.max(attempt, 2))
+            // Under the policy too, a fixed gap: a retry due at once would ask again at once.
+            let next = now + (underPolicy ? LockerSupervisor.policyRetryGap : retryDelay(attempt: Swift.max(attempt, 2)))
             state = .retrying(at: next, attempt: attempt + 1)
             heldOff += 1
             return .retryHeldOff(until: next, again: heldOff > 1)
@@ -334,19 +399,23 @@ public struct LockerSupervisor: Equatable, Sendable {
             // sooner than anyone could type a password. An adopted locker started before
             // this agent (the guard's, an earlier agent's): its `since` is the adoption,
             // and a quick exit after it is no quick return.
-            let covered = if case .covered = cover { true } else { false }
+            let covered = switch cover {
+            case .covered, .lettingGo: true
+            default: false
+            }
             guard covered || (cover != .unknown && ran >= grabDeadline), ran >= shortestHold || adopted else {
                 lastReturnedAtOnce = true
                 return fail(.returnedAtOnce(after: ran), at: clocks)
             }
             let lockedFor = now - (lockedSince ?? since.boottime)
+            let hadLetGo = letGo
             state = .unlocked
             lockedSince = nil
             lastReturnedAtOnce = false
             grabbedBeforeStart = []
             heldByOther = []
             letGo = false
-            return .unlocked(lockedFor: lockedFor, covered: covered)
+            return .unlocked(lockedFor: lockedFor, covered: covered, hadLetGo: hadLetGo)
         case (.killed(let signal), .running(let since, _, _, _)):
             return fail(.killed(signal: signal, after: now - since.boottime), at: clocks)
         case (.endedUnseen, .running(let since, _, _, _)):
@@ -367,13 +436,30 @@ public struct LockerSupervisor: Equatable, Sendable {
                          at clocks: Instant) -> LockerVerdict {
         let pastDeadline = clocks.monotonic - since.monotonic >= grabDeadline
         func settle(_ cover: LockerCover) { state = .running(since: since, attempt: attempt, cover: cover, adopted: adopted) }
+        // Under the policy a locker of the agent's own that does not cover the screen is
+        // killed and replaced (an adopted one is not ours to kill: its end is another's to see).
+        let replaces = underPolicy && !adopted
         if case .covered(let coveredSince) = cover {
             // A grab still seen is the locker's still (it cannot be taken while the
             // locker holds it); an unreadable probe changes nothing.
             guard reading.grabbed == false else { return .none }
-            settle(.notCovering)
+            // Perhaps the unlock: judged when the grace ends.
+            settle(.lettingGo(coveredSince: coveredSince, freeSince: clocks))
+            return .none
+        }
+        if case .lettingGo(let coveredSince, let freeSince) = cover {
+            // Grabbed again, and nothing says by another client: covered as before.
+            if reading.grabbed == true && reading.lockerWindowShown != false {
+                settle(.covered(since: coveredSince))
+                return .none
+            }
+            let freeFor = clocks.monotonic - freeSince.monotonic
+            guard freeFor >= letGoGrace else { return .none }
+            let heldFor = freeSince.monotonic - coveredSince.monotonic
             letGo = true
-            return .letGo(heldFor: clocks.monotonic - coveredSince.monotonic, runningFor: clocks.monotonic - since.monotonic)
+            if replaces { return fail(.letGo(heldFor: heldFor, freeFor: freeFor), at: clocks) }
+            settle(.notCovering)
+            return .letGo(heldFor: heldFor, runningFor: clocks.monotonic - since.monotonic)
         }
         // A device seen free is not held by another client: a grab of it from now on
         // can be the locker's.
@@ -405,6 +491,8 @@ public struct LockerSupervisor: Equatable, Sendable {
                 settle(.unknown)
                 return .none
             }
+            // Seen free through the deadline (or again, after a probe that could not tell).
+            if replaces { return fail(.neverGrabbed(after: clocks.monotonic - since.monotonic), at: clocks) }
             guard cover != .notCovering else { return .none }
             settle(.notCovering)
             return .notCovering
@@ -426,6 +514,8 @@ public struct LockerSupervisor: Equatable, Sendable {
             // working one: its failure is a first failure, retried at once. (i3lock that
             // could not grab because another client held the keyboard fails before that.)
             attempt = clocks.monotonic - coveredSince.monotonic >= grabDeadline ? 1 : a
+        case .running(_, let a, .lettingGo(let coveredSince, let freeSince), _):
+            attempt = freeSince.monotonic - coveredSince.monotonic >= grabDeadline ? 1 : a
         case .running(_, let a, _, _), .retrying(_, let a): attempt = a
         case .unlocked: lockedSince = now
         }
@@ -438,8 +528,10 @@ public struct LockerSupervisor: Equatable, Sendable {
         return .failed(failure, retryAt: retryAt, attempt: attempt + 1)
     }
 
-    /// After failed attempt `attempt`: none after the first, then 1, 2, 4 … 60 s.
+    /// After failed attempt `attempt`: none after the first, then 1, 2, 4 … 60 s; under
+    /// the policy none after the first `immediateRetries`, then `policyRetryGap`.
     func retryDelay(attempt: Int) -> Millis {
+        if underPolicy { return attempt > LockerSupervisor.immediateRetries ? LockerSupervisor.policyRetryGap : .zero }
         guard attempt > 1 else { return .zero }
         return Swift.min(Millis.seconds(1 << Int64(Swift.min(attempt - 2, 6))), LockerSupervisor.longestRetryDelay)
     }
@@ -449,7 +541,7 @@ public struct LockerSupervisor: Equatable, Sendable {
         switch state {
         case .unlocked: "unlocked"
         case .running(_, _, .unknown, _): "locking"
-        case .running(_, _, .covered, _): "locked"
+        case .running(_, _, .covered, _), .running(_, _, .lettingGo, _): "locked"
         case .running(_, _, .notCovering, _), .running(_, _, .grabHeldByOther, _): "locker-not-covering"
         case .retrying: "locker-failing"
         }

@@ -122,7 +122,7 @@ extension IdleMachine {
         case .running(let since, let attempt, let cover, let adopted):
             let covers: JSONValue = switch cover {
             case .unknown: .null
-            case .covered: .bool(true)
+            case .covered, .lettingGo: .bool(true)
             case .notCovering, .grabHeldByOther: .bool(false)
             }
             return .object([

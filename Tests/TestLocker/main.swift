@@ -6,7 +6,7 @@ import Glibc
 // (retrying for up to 3 s, else exit 1), appends its pid to a file once it holds
 // the grab, and exits when a file appears. Usage:
 //   TestLocker [--pids FILE] [--unlock FILE] [--exit STATUS] [--hold MS] [--no-grab] [--no-window] [--suspend-saver]
-//              [--pointer-only] [--let-go-after MS] [--let-go-file FILE] [--reset-every MS]
+//              [--pointer-only] [--let-go-after MS] [--let-go-file FILE] [--exit-after-probe MS] [--reset-every MS]
 // --hold: never exit before this long after the start (a person typing a password).
 // --no-window: the grab without a window (a hot-key tool, a hostile client).
 // --pointer-only: grab the pointer instead of the keyboard (a drag in progress, a
@@ -14,6 +14,11 @@ import Glibc
 // --let-go-after: release the grab this long after taking it and keep running (a
 //   locker that lost its grab); the release time (ms, CLOCK_MONOTONIC) is appended
 //   to the let-go file.
+// --exit-after-probe: after the let-go, wait for the agent's grab probe to find the
+//   keyboard free (its grab of the root window shows as focus events of mode
+//   NotifyGrab/NotifyUngrab), append "probed MS" to the let-go file, and exit STATUS
+//   this long after it: i3lock after the right password, with the agent's look falling
+//   between its let-go and its exit.
 // --suspend-saver: no grab; XScreenSaverSuspend instead, as mpv and SDL games do.
 // --reset-every: XResetScreenSaver this often too, as mpv does every 10 s.
 
@@ -35,6 +40,7 @@ var suspendSaver = false
 var pointerOnly = false
 var letGoAfterMs: Int?
 var letGoFile = "let-go"
+var exitAfterProbeMs: Int?
 var resetEveryMs: Int?
 var args = CommandLine.arguments.dropFirst()
 while let flag = args.popFirst() {
@@ -48,6 +54,7 @@ while let flag = args.popFirst() {
     case "--pointer-only": pointerOnly = true
     case "--let-go-after": letGoAfterMs = Int(args.popFirst() ?? "")
     case "--let-go-file": letGoFile = args.popFirst() ?? letGoFile
+    case "--exit-after-probe": exitAfterProbeMs = Int(args.popFirst() ?? "")
     case "--reset-every": resetEveryMs = Int(args.popFirst() ?? "")
     case "--suspend-saver":
         grab = false
@@ -62,6 +69,23 @@ func milliseconds() -> Int {
     var t = timespec()
     clock_gettime(CLOCK_MONOTONIC, &t)
     return t.tv_sec * 1000 + t.tv_nsec / 1_000_000
+}
+
+/// Waits (at most 20 s) for another client's keyboard grab of the root window to come
+/// and go: the focus events of mode NotifyGrab and NotifyUngrab it causes.
+func waitForProbe(_ display: OpaquePointer) {
+    let root = XDefaultRootWindow(display)
+    XSelectInput(display, root, FocusChangeMask)
+    XSync(display, 0)
+    let deadline = milliseconds() + 20_000
+    var event = XEvent()
+    while milliseconds() < deadline {
+        while XPending(display) > 0 {
+            XNextEvent(display, &event)
+            if event.type == FocusIn || event.type == FocusOut, event.xfocus.mode == NotifyUngrab { return }
+        }
+        usleep(2000)
+    }
 }
 
 let started = milliseconds()
@@ -119,6 +143,12 @@ while access(unlockFile, F_OK) != 0 || milliseconds() - started < holdMs {
         XUngrabPointer(display, 0)
         XSync(display, 0)
         append("\(milliseconds())\n", to: letGoFile)
+        if let delay = exitAfterProbeMs {
+            waitForProbe(display)
+            append("probed \(milliseconds())\n", to: letGoFile)
+            usleep(useconds_t(delay * 1000))
+            exit(exitStatus)
+        }
     }
     usleep(10000)
 }

@@ -77,6 +77,8 @@ struct Simulation {
                 notifierRunning = nil
             case .terminate:
                 break
+            case .killLocker:
+                lockerRunning = false
             case .log(_, let message), .logRefusal(let message):
                 checksum &+= message.utf8.count
             case .announce:

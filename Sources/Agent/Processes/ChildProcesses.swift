@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import IdleCore
 
@@ -7,6 +8,8 @@ final class ChildProcesses: EventSource {
     private struct Child {
         var role: ProcessRole
         var stop: SpawnRequest.StopPolicy
+        /// A locker killed to be replaced: no longer the locker, and its end is no news.
+        var replaced = false
     }
 
     private var running: [pid_t: Child] = [:]
@@ -24,15 +27,49 @@ final class ChildProcesses: EventSource {
         self.now = now
     }
 
-    var lockerPid: pid_t? { running.first { $0.value.role == .locker }?.key ?? adoptedLocker }
+    var lockerPid: pid_t? { childLockerPid ?? adoptedLocker }
     /// The running locker when it is this process's own child.
-    var childLockerPid: pid_t? { running.first { $0.value.role == .locker }?.key }
+    var childLockerPid: pid_t? { running.first { $0.value.role == .locker && !$0.value.replaced }?.key }
 
     /// A locker that is already this process's child: the one an earlier image of the
-    /// agent started before it executed this one in its place (`reload`).
+    /// agent started before it executed this one in its place (`reload`). The tracing
+    /// of it survives the exec (the tracer is this thread, not the image); an image
+    /// that did not trace it traces it now.
     func takeInheritedLocker(_ pid: pid_t) {
         running[pid] = Child(role: .locker, stop: .never)
         lockerRecord?.save(pid)
+        if xil_tracer_of(pid) != getpid() { trace(pid) }
+    }
+
+    /// The locker is traced by the agent (ptrace, seized): no other process of the user
+    /// can attach a debugger to it and make it exit 0 (the kernel allows one tracer),
+    /// and a stop signal sent to it is dropped (`reap`), so that it cannot be frozen
+    /// behind its window. Always, policy or not: a locker runs the same traced or not.
+    /// Seized after the spawn: the child may have exec'd already, which changes nothing
+    /// (the agent's own child, same user). Never with PTRACE_O_EXITKILL: the locker
+    /// outlives the agent. A seize that fails is said, and the lock goes on.
+    private func trace(_ pid: pid_t) {
+        guard xil_trace_seize(pid) != 0 else { return }
+        let reason = String(cString: strerror(errno))
+        let tracer = xil_tracer_of(pid)
+        if tracer > 0 && tracer != getpid() {
+            Log.write(.error, "the locker (pid \(pid)) is traced by pid \(tracer) (\(processName(tracer))): it can be made to exit 0 without a password")
+        } else {
+            Log.write(.warning, "cannot trace the locker (pid \(pid)): \(reason); it runs untraced (another process of this user may stop it or attach a debugger)")
+        }
+    }
+
+    /// Under the policy, a locker that does not cover the screen: its process group is
+    /// killed (SIGKILL) at once, and it is no longer the locker, so that the next one
+    /// can start now; its end, when reaped, is no news.
+    func killLocker() {
+        guard let pid = childLockerPid else { return }
+        running[pid]?.replaced = true
+        lockerRecord?.clear()
+        Log.debug("killing the locker (pid \(pid)) and its process group")
+        // Its own session and process group (the spawn's setsid): the group holds what it started.
+        _ = kill(-pid, SIGKILL)
+        _ = kill(pid, SIGKILL)
     }
 
     /// Starts a child; returns how it ended if it could not be started.
@@ -57,6 +94,7 @@ final class ChildProcesses: EventSource {
         }
         running[pid] = Child(role: role, stop: request.stop)
         Log.debug("started \(role) as pid \(pid): \(request.arguments.joined(separator: " "))")
+        if role == .locker { trace(pid) }
         return nil
     }
 
@@ -64,18 +102,29 @@ final class ChildProcesses: EventSource {
     func reap() -> [(ProcessRole, ProcessEnd)] {
         var ended: [(ProcessRole, ProcessEnd)] = []
         // Only our own: every child the agent has is one it started here.
-        for pid in running.keys {
-            var status: Int32 = 0
-            var reaped = waitpid(pid, &status, WNOHANG)
-            while reaped < 0 && errno == EINTR { reaped = waitpid(pid, &status, WNOHANG) }
-            guard reaped == pid else { continue }
+        for pid in Array(running.keys) {
+            // A traced locker's stops show here too, each handled, never taken for an
+            // end: looked at again until nothing more is waiting.
+            var value: Int32 = 0
+            var end: ProcessEnd?
+            waiting: while true {
+                switch xil_child_wait(pid, &value) {
+                case XIL_WAIT_EXITED: end = .exited(value)
+                case XIL_WAIT_KILLED: end = .killed(signal: value)
+                case XIL_WAIT_STOPPED:
+                    Log.write(.warning, "\(running[pid]?.role.description ?? "child") (pid \(pid)) was sent a stop signal (\(value)): dropped, it keeps running")
+                    continue waiting
+                case XIL_WAIT_OTHER: continue waiting
+                default: break
+                }
+                break waiting
+            }
+            guard let end else { continue }
             killAt[pid] = nil
             guard let child = running.removeValue(forKey: pid) else { continue }
+            Log.debug("\(child.role) (pid \(pid)) \(end)\(child.replaced ? " (replaced)" : "")")
+            if child.replaced { continue }
             if child.role == .locker { lockerRecord?.clear() }
-            // The wait-status macros are not imported: exited is a zero low byte.
-            let signal = status & 0x7f
-            let end: ProcessEnd = signal == 0 ? .exited((status >> 8) & 0xff) : .killed(signal: signal)
-            Log.debug("\(child.role) (pid \(pid)) \(end)")
             ended.append((child.role, end))
         }
         return ended

@@ -125,10 +125,11 @@ int xil_directory_watch(const char *directory);
 /* Reads every event a directory watch holds: 1 if one of them named `name` (or
  * some were lost), else 0. */
 int xil_directory_watch_saw(int fd, const char *name);
-/* The guard follows each verified agent with ptrace (PTRACE_SEIZE, no options):
- * a SIGSTOP reaches the guard at once, with no polling and without waking the agent,
- * and no other tracer (the user's) can attach. 0 or -1 and errno (EPERM: another
- * tracer holds it). */
+/* PTRACE_SEIZE, no options (never EXITKILL: a locker outlives whoever traces it).
+ * The guard follows each verified agent and its own lockers so, and the agent its
+ * locker: a stop signal reaches the tracer at once, with no polling, and no other
+ * tracer (the user's debugger) can attach, the kernel allowing one. 0 or -1 and errno
+ * (EPERM: another tracer holds it, or this one already does). */
 int xil_trace_seize(pid_t pid);
 /* What one waitpid(-1, WNOHANG | __WALL) said, for the guard's children and tracees. */
 enum xil_wait_kind {
@@ -153,4 +154,13 @@ int xil_pass_credentials(int listener);
  * The kernel never joins two writers' data in one read of a socket that passes
  * credentials, so the bytes are all that process's. */
 long xil_read_with_writer(int fd, void *buffer, unsigned long length, pid_t *pid, uid_t *uid);
+/* The pid of the process tracing `pid` (0: none), from /proc/PID/status; -1 if unreadable. */
+pid_t xil_tracer_of(pid_t pid);
+/* waitpid(pid, WNOHANG) for one child the agent may trace, decoded. A stop is never
+ * an end: a stop signal (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU) on its way to a tracee is
+ * dropped (PTRACE_CONT with 0: the locker keeps running), and a tracee stopped before
+ * the seize is let run; any other signal is passed on unchanged. Returns the kind
+ * (XIL_WAIT_NONE: nothing now; call again after any other kind) and in *value the
+ * exit status, the signal that killed it, or the signal stopped/passed on. */
+enum xil_wait_kind xil_child_wait(pid_t pid, int *value);
 #endif

@@ -376,6 +376,8 @@ struct MonthSimulation {
             case .terminate(let role):
                 check(role != .locker, "the locker was terminated")
                 terminated(role)
+            case .killLocker:
+                check(false, "the locker was killed (only under a policy, for one that does not cover)")
             case .log, .logRefusal, .announce, .releaseSleepDelay, .setLockedHint, .setIdleHint, .checkPointerCorner, .answer, .turnScreenOff, .restoreScreenSettings:
                 break
             case .probeGrabs:
