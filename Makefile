@@ -116,6 +116,11 @@ fuzz-short: deps
 check-sanitizers: deps
 	SWIFT=$(SWIFT) sh .ci/check-sanitizers
 
+# The binary is installed 0711, executable but not readable by users: the kernel then
+# starts every agent non-dumpable from its first instruction (would_dump in fs/exec.c),
+# also after a reload's exec, so that under the admin's policy its user can neither
+# ptrace it nor open /proc/PID/mem to patch it; the guard refuses an agent whose
+# executable its user can read. Nothing is secret in it (the package is public).
 install: release
 	@mkdir -p $(GEN)
 	sed 's|@bindir@|$(BINDIR)|g' packaging/xidlelock.desktop > $(GEN)/xidlelock.desktop
@@ -128,7 +133,7 @@ install: release
 	  $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DBUSSERVICEDIR) \
 	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLESDIR) \
 	  $(DESTDIR)$(DOCDIR)/docs
-	install -m 755 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/xidlelock
+	install -m 711 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/xidlelock
 	install -m 644 man/xidlelock.1 $(DESTDIR)$(MANDIR)/xidlelock.1
 	install -m 644 $(GEN)/xidlelock.desktop $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop
 	install -m 644 $(GEN)/xidlelock.service $(DESTDIR)$(USERUNITDIR)/xidlelock.service

@@ -49,6 +49,9 @@ doc=$stage/usr/share/doc/xidlelock
 # 4 kB, so that the file list does not change with a guide's length.
 find "$doc" -maxdepth 2 -name '*.md' -exec gzip -9n {} +
 install -m 644 packaging/copyright "$doc/copyright"
+# make install's 0711 on the binary is on purpose (see the Makefile): said to lintian.
+install -d "$stage/usr/share/lintian/overrides"
+install -m 644 packaging/lintian-overrides "$stage/usr/share/lintian/overrides/xidlelock"
 gzip -9nc packaging/changelog > "$doc/changelog.gz"
 chmod 644 "$doc/changelog.gz"
 

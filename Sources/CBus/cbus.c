@@ -687,6 +687,7 @@ static int visit_session(sd_bus_message *m, const char *key, void *context) {
     if (strcmp(key, "Display") == 0) return xil_read_variant(m, 's', s->display, sizeof s->display);
     if (strcmp(key, "Active") == 0) return xil_read_variant(m, 'b', &s->active, 0);
     if (strcmp(key, "Remote") == 0) return xil_read_variant(m, 'b', &s->remote, 0);
+    if (strcmp(key, "LockedHint") == 0) return xil_read_variant(m, 'b', &s->locked_hint, 0);
     if (strcmp(key, "Leader") == 0) return xil_read_variant(m, 'u', &s->leader, 0);
     if (strcmp(key, "Id") == 0) return xil_read_variant(m, 's', s->id, sizeof s->id);
     if (strcmp(key, "Name") == 0) return xil_read_variant(m, 's', s->user, sizeof s->user);
@@ -876,6 +877,20 @@ int xil_logind_own_session(uint32_t pid, uint32_t uid, uint64_t timeout_usec, st
     /* Closed without a flush: a bus that reads nothing must not hold the agent here. */
     p_sd_bus_close_unref(bus);
     return r < 0 ? r : (q.done < 0 ? q.done : 0);
+}
+
+int xil_logind_clear_locked_hint(sd_bus *bus, const char *id, char *error_text, size_t error_size) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    char path[256];
+    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetSession", &error, &reply, "s", id);
+    if (r >= 0) r = read_object_path(reply, path, sizeof path);
+    if (reply) reply = p_sd_bus_message_unref(reply);
+    if (r >= 0) r = p_sd_bus_call_method(bus, LOGIN1, path, SESSION, "SetLockedHint", &error, &reply, "b", 0);
+    if (r < 0) copy_error(&error, error_text, error_size);
+    if (reply) p_sd_bus_message_unref(reply);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : 0;
 }
 
 int xil_logind_terminate_session(sd_bus *bus, const char *id, char *error_text, size_t error_size) {

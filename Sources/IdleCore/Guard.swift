@@ -46,6 +46,8 @@ public struct GuardSettings: Equatable, Sendable {
     public var lockDueSlack = Millis(500)
     public var idleProofInterval = Millis.minutes(10)
     public var answerWithin = Millis.seconds(1)
+    /// How long a LockedHint may read true before the agent's `locked` reaches the guard.
+    public var lockedHintGrace = Millis.seconds(1)
 
     public static let defaultAgentGrace = Millis.seconds(10)
 
@@ -63,13 +65,17 @@ public struct GuardedSession: Equatable, Sendable {
     /// logind's `Display` (`:0`).
     public var display: String
     public var active: Bool
+    /// logind's `LockedHint`: set by the agent as it locks, but its user may set it at
+    /// will; the guard sets it back when nothing it verified locks the screen.
+    public var lockedHint: Bool
 
-    public init(id: String, uid: UInt32, userName: String, display: String, active: Bool) {
+    public init(id: String, uid: UInt32, userName: String, display: String, active: Bool, lockedHint: Bool = false) {
         self.id = id
         self.uid = uid
         self.userName = userName
         self.display = display
         self.active = active
+        self.lockedHint = lockedHint
     }
 }
 
@@ -173,6 +179,8 @@ public enum GuardAction: Equatable, Sendable {
     /// (`displayChecked`): before a locker for an agent whose loop stopped answering,
     /// which a grabbed or hung server explains, and which no locker could then cover.
     case checkDisplay(session: String)
+    /// Set the session's LockedHint back to false (its user set it; nothing locks).
+    case clearLockedHint(session: String)
     /// Refuse a registration (the edge closes it, says why).
     case refuse(session: String, pid: Int32, reason: String)
     case audit(AuditRecord)
@@ -211,6 +219,9 @@ public struct GuardSessionState: Equatable, Sendable {
     public var lostUnresponsive = false
     /// The X server is being asked (`checkDisplay`) before the guard's locker.
     public var checkingDisplay = false
+    /// LockedHint true while nothing verified locks: looked at again at this time (the
+    /// agent sets the hint and tells the guard of its lock in two messages, either first).
+    public var lockedHintCheckAt: MonotonicInstant?
     /// The last thing the guard did for this session, in words, and when.
     public var lastAction: (what: String, at: MonotonicInstant)?
 
@@ -222,6 +233,7 @@ public struct GuardSessionState: Equatable, Sendable {
             && a.lastAction?.what == b.lastAction?.what && a.lastAction?.at == b.lastAction?.at
             && a.proofBy == b.proofBy && a.askedAt == b.askedAt && a.lockDueAt == b.lockDueAt
             && a.lostUnresponsive == b.lostUnresponsive && a.checkingDisplay == b.checkingDisplay
+            && a.lockedHintCheckAt == b.lockedHintCheckAt
     }
 
     /// Guarded: a verified agent runs and is not stopped.
@@ -249,7 +261,7 @@ public struct GuardMachine: Sendable {
     public var nextDeadline: MonotonicInstant? {
         var earliest: MonotonicInstant?
         for state in sessions.values {
-            for due in [state.actAt, state.retryAt, state.proofDue(settings)] {
+            for due in [state.actAt, state.retryAt, state.proofDue(settings), state.lockedHintCheckAt] {
                 if let due, earliest.map({ due < $0 }) ?? true { earliest = due }
             }
         }
@@ -271,11 +283,13 @@ public struct GuardMachine: Sendable {
                     state.unguarded = nil
                     state.actAt = nil
                 }
+                state.watchLockedHint(at: now, settings: settings)
                 sessions[session.id] = state
             } else {
                 var state = GuardSessionState(session: session)
                 state.unguarded = ("no agent has registered", now)
                 if session.active { state.actAt = now + settings.agentGrace }
+                state.watchLockedHint(at: now, settings: settings)
                 sessions[session.id] = state
             }
         case .sessionGone(let id):
@@ -434,6 +448,15 @@ public struct GuardMachine: Sendable {
                     sessions[id] = state
                     actions.append(.askAlive(session: id))
                 }
+                if let check = state.lockedHintCheckAt, now >= check {
+                    state.lockedHintCheckAt = nil
+                    if state.session.lockedHint && !state.locked {
+                        state.session.lockedHint = false
+                        actions.append(.audit(GuardAudit.acted(state.session, "LockedHint was set while nothing the guard verified locks the screen: set back to false", priority: 4)))
+                        actions.append(.clearLockedHint(session: id))
+                    }
+                    sessions[id] = state
+                }
                 if let due = state.actAt, now >= due { actions += act(id, at: now) }
                 if let due = state.retryAt, now >= due, !state.guarded { actions += startLocker(id, at: now) }
             }
@@ -536,6 +559,13 @@ extension GuardSessionState {
     func proofDue(_ settings: GuardSettings) -> MonotonicInstant? {
         guard guarded else { return nil }
         return askedAt.map { $0 + settings.answerWithin } ?? proofBy
+    }
+
+    /// LockedHint true while nothing verified locks the screen: looked at again soon;
+    /// otherwise nothing to look at.
+    mutating func watchLockedHint(at now: MonotonicInstant, settings: GuardSettings) {
+        if session.lockedHint && !locked { lockedHintCheckAt = lockedHintCheckAt ?? now + settings.lockedHintGrace }
+        else { lockedHintCheckAt = nil }
     }
 
     /// Whether root's question waits on this session's answer.

@@ -150,6 +150,10 @@ while access(unlockFile, F_OK) != 0 || milliseconds() - started < holdMs {
             exit(exitStatus)
         }
     }
+    // As a real locker sits in its X event loop: a connection the server closed (xkill)
+    // ends it through Xlib's I/O error (exit 1), as it ends i3lock.
+    var event = XEvent()
+    while XPending(display) > 0 { XNextEvent(display, &event) }
     usleep(10000)
 }
 exit(exitStatus)

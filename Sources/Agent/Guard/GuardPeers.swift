@@ -201,6 +201,13 @@ struct PeerCheck {
             return .failure(Refusal(reason: "its executable cannot be read (\(String(cString: strerror(errno))))"))
         }
         guard let mine = guardExecutable else { return .failure(Refusal(reason: "the guard cannot read its own executable")) }
+        // A program its user can read starts dumpable (fs/exec.c, would_dump): until it
+        // makes itself non-dumpable, and again after every reload's exec, the user may
+        // open /proc/PID/mem and keep it open to patch the agent. Unreadable, it is
+        // non-dumpable from its first instruction.
+        if info.st_mode & 0o004 != 0 || (info.st_mode & 0o040 != 0 && info.st_gid != 0) {
+            return .failure(Refusal(reason: "its executable \(path) is readable by its user (mode \(String(info.st_mode & 0o7777, radix: 8))): the kernel leaves it dumpable, so its user could patch it; install it mode 0711 (as make install and the package do)"))
+        }
         if UInt64(info.st_dev) == mine.device && UInt64(info.st_ino) == mine.inode { return .success(path) }
         guard info.st_uid == 0, info.st_mode & 0o022 == 0 else {
             return .failure(Refusal(reason: "its executable \(path) is not root's (owner uid \(info.st_uid), mode \(String(info.st_mode & 0o7777, radix: 8)))"))

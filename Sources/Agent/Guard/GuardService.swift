@@ -97,6 +97,10 @@ public final class GuardService {
             return
         }
         Log.write(.info, "guarding the graphical sessions under \(policyFile): on-agent-lost \(machine.settings.onAgentLost.rawValue), agent-grace \(machine.settings.agentGrace)")
+        var own = stat()
+        if stat("/proc/self/exe", &own) == 0, own.st_mode & 0o004 != 0 {
+            Log.write(.error, "\(PeerCheck.guardExecutable?.path ?? "the installed xidlelock") is readable by every user (mode \(String(own.st_mode & 0o7777, radix: 8))): every agent will be refused and every session locked by the guard; install it mode 0711 (`chmod 711`)")
+        }
         connectBus()
     }
 
@@ -323,6 +327,8 @@ public final class GuardService {
                 agents[session]?.connection.send(.locker(pid: pid))
             case .tellLockerEnded(let session, let pid, let exitStatus, let signal):
                 agents[session]?.connection.send(.lockerEnded(pid: pid, exitStatus: exitStatus, signal: signal))
+            case .clearLockedHint(let session):
+                clearLockedHint(of: session)
             case .checkDisplay(let session):
                 if let failed = checkDisplay(of: session) { queue += machine.handle(failed, at: now) }
             case .askAlive(let session):
@@ -441,6 +447,15 @@ public final class GuardService {
         let pidfd = xil_pidfd_open(pid)
         guard pidfd >= 0 else { return nil }
         return (pid, pidfd)
+    }
+
+    private func clearLockedHint(of session: String) {
+        guard let bus else { return }
+        var error = [CChar](repeating: 0, count: 256)
+        let r = xil_logind_clear_locked_hint(bus, session, &error, error.count)
+        if r < 0 {
+            Log.write(.error, "session \(session): cannot set its LockedHint back to false: \(String(nulTerminated: error)) (\(String(cString: strerror(-r))))")
+        }
     }
 
     private func terminate(_ session: String) {
@@ -612,7 +627,7 @@ struct SessionFacts {
             withUnsafeBytes(of: &field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }
         guarded = GuardedSession(id: text(&info.id), uid: info.uid, userName: text(&info.user), display: text(&info.display),
-                                 active: info.active != 0)
+                                 active: info.active != 0, lockedHint: info.locked_hint != 0)
         type = text(&info.type)
         sessionClass = text(&info.session_class)
         remote = info.remote != 0

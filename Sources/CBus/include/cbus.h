@@ -118,6 +118,7 @@ struct xil_session_info {
     char seat[64];
     int active;
     int remote;
+    int locked_hint;         /* LockedHint: its owner may set it at will, so no evidence */
     uint32_t leader;
 };
 /* Follows logind's sessions: SessionNew, SessionRemoved and every session's
@@ -136,6 +137,9 @@ int xil_logind_session_of_pid(sd_bus *bus, uint32_t pid, uint32_t uid, struct xi
  * (a bus that accepts and never answers costs no more). 0 or -errno, why in `error`. */
 int xil_logind_own_session(uint32_t pid, uint32_t uid, uint64_t timeout_usec, struct xil_session_info *info,
                            char *error, size_t error_size);
+/* The session's SetLockedHint(false), as root: a hint its user set while the screen
+ * is not locked. 0 or -errno, the bus's error in `error`. */
+int xil_logind_clear_locked_hint(sd_bus *bus, const char *id, char *error, size_t error_size);
 /* logind's TerminateSession. 0 or -errno, the bus's error in `error`. */
 int xil_logind_terminate_session(sd_bus *bus, const char *id, char *error, size_t error_size);
 /* `--not-when-playing`: the MPRIS players (mpris.c). */
