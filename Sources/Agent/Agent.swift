@@ -443,6 +443,7 @@ public final class Agent {
                     if let entry = AuditRecord.of(announcement) { AuditTrail.record(entry) }
                     if case .locked = announcement { guardLink?.lockChanged(locked: true) }
                     if case .unlocked = announcement { guardLink?.lockChanged(locked: false) }
+                    if case .lockerFailed = announcement { guardLink?.lockerFailed() }
                     let line = announcement.json.text
                     for client in control.connections where client.subscribed { client.send(line) }
                     desktop?.announce(announcement)

@@ -36,6 +36,10 @@ public struct GuardSettings: Equatable, Sendable {
     /// This many failed guard lockers in a row log the session off: the guard cannot
     /// lock it, and an unguarded session must not stay open.
     public var lockerFailuresBeforeLogoff = 3
+    /// This many failures of the agent's own lockers within `repeatWindow` (it says
+    /// each) make the agent lost, acted on at once: lockers killed as they start leave
+    /// the screen open however fast the agent starts the next.
+    public var agentLockerFailuresBeforeLost = 3
     /// Proof of life. The guard cannot see inside the agent: a process that runs may
     /// still never lock (its loop waits on a grabbed X server, its memory was patched,
     /// it was frozen where no watch sees). So the agent says when its lock is due, and
@@ -103,6 +107,8 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
     case unwatchable(reason: String)
     /// It closed its registration while still running.
     case disconnected
+    /// Its lockers failed this many times within the repeat window (it said so each time).
+    case lockersFailing(Int)
     /// Its loop did not answer the guard's question in time (`GuardSettings.answerWithin`):
     /// it runs but does not act (waits on the X server, patched, frozen unseen).
     case unresponsive(Millis)
@@ -115,6 +121,7 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
         case .unwatchable(let reason): "the guard \(reason)"
         case .disconnected: "the agent closed its registration"
         case .unresponsive(let waited): "the agent's loop did not answer in \(waited)"
+        case .lockersFailing(let failures): "the agent's lockers failed \(failures) times within 10m"
         }
     }
 
@@ -122,7 +129,7 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
     /// still the session's agent until it ends.
     var mayContinue: Bool {
         switch self {
-        case .stopped, .frozen, .unwatchable, .unresponsive: true
+        case .stopped, .frozen, .unwatchable, .unresponsive, .lockersFailing: true
         case .ended, .disconnected: false
         }
     }
@@ -147,6 +154,9 @@ public enum GuardEvent: Equatable, Sendable {
     case agentSaysLockDue(session: String, in: Millis?)
     /// A verified agent answered the guard's question from its loop.
     case agentAnswered(session: String)
+    /// A verified agent says one of its lockers failed (killed, exited non-zero, never
+    /// covered).
+    case agentLockerFailed(session: String)
     /// Root asks for the sessions: every verified agent is asked for proof now.
     case proofWanted
     /// Whether the session's X server answered a query of the user's in time
@@ -217,6 +227,10 @@ public struct GuardSessionState: Equatable, Sendable {
     public var lockDueAt: MonotonicInstant?
     /// Lost because its loop did not answer: a line from it later is its loop again.
     public var lostUnresponsive = false
+    /// Lost because its lockers kept failing: its `locked` (a locker that covers) guards again.
+    public var lostLockersFailing = false
+    /// When the agent's lockers failed within the repeat window.
+    public var agentLockerFailures: [MonotonicInstant] = []
     /// The X server is being asked (`checkDisplay`) before the guard's locker.
     public var checkingDisplay = false
     /// LockedHint true while nothing verified locks: looked at again at this time (the
@@ -233,7 +247,8 @@ public struct GuardSessionState: Equatable, Sendable {
             && a.lastAction?.what == b.lastAction?.what && a.lastAction?.at == b.lastAction?.at
             && a.proofBy == b.proofBy && a.askedAt == b.askedAt && a.lockDueAt == b.lockDueAt
             && a.lostUnresponsive == b.lostUnresponsive && a.checkingDisplay == b.checkingDisplay
-            && a.lockedHintCheckAt == b.lockedHintCheckAt
+            && a.lockedHintCheckAt == b.lockedHintCheckAt && a.lostLockersFailing == b.lostLockersFailing
+            && a.agentLockerFailures == b.agentLockerFailures
     }
 
     /// Guarded: a verified agent runs and is not stopped.
@@ -339,7 +354,11 @@ public struct GuardMachine: Sendable {
             state.proofBy = nil
             state.askedAt = nil
             if case .unresponsive = loss { state.lostUnresponsive = true }
-            let repeated = state.losses.count >= settings.repeatedLosses
+            var repeated = state.losses.count >= settings.repeatedLosses
+            if case .lockersFailing = loss {
+                state.lostLockersFailing = true
+                repeated = true
+            }
             // A lock that was due and never came: the grace counts from when it was due
             // (the agent had its time), not from when the guard noticed.
             let graceFrom = { if case .unresponsive = loss, let due = state.lockDueAt, due < now { due } else { now } }()
@@ -353,6 +372,7 @@ public struct GuardMachine: Sendable {
             state.unguarded = nil
             state.actAt = nil
             state.lostUnresponsive = false
+            state.lostLockersFailing = false
             state.heard(at: now, settings: settings)
             actions.append(.audit(GuardAudit.registered(state.session, agent, again: true)))
             if case .running(let pid, _) = state.locker {
@@ -362,6 +382,9 @@ public struct GuardMachine: Sendable {
             sessions[id] = state
         case .agentReported(let id, let locked):
             actions += answeredAgain(id, at: now)
+            if locked, sessions[id]?.lostLockersFailing == true, sessions[id]?.agent != nil {
+                actions += handle(.agentContinued(session: id), at: now)
+            }
             guard var state = sessions[id], state.guarded else { break }
             state.agentSaysLocked = locked
             // Locked: nothing is due until the locker ends (the agent says so then).
@@ -379,6 +402,17 @@ public struct GuardMachine: Sendable {
             guard var state = sessions[id], state.guarded else { break }
             state.heard(at: now, settings: settings)
             sessions[id] = state
+        case .agentLockerFailed(let id):
+            actions += answeredAgain(id, at: now)
+            guard var state = sessions[id], state.guarded else { break }
+            state.agentLockerFailures = state.agentLockerFailures.filter { now - $0 < settings.repeatWindow } + [now]
+            state.heard(at: now, settings: settings)
+            let failures = state.agentLockerFailures.count
+            if failures >= settings.agentLockerFailuresBeforeLost { state.agentLockerFailures = [] }
+            sessions[id] = state
+            if failures >= settings.agentLockerFailuresBeforeLost {
+                actions += handle(.agentLost(session: id, loss: .lockersFailing(failures)), at: now)
+            }
         case .proofWanted:
             for id in sessions.keys.sorted() {
                 guard var state = sessions[id], state.guarded, state.askedAt == nil else { continue }
@@ -534,8 +568,9 @@ public struct GuardMachine: Sendable {
             sessions[id] = state
             return actions + logoff(id, because: "the guard's locker failed \(failures) times in a row", at: now)
         }
-        // At once after the first failure, then 1, 2, 4 … s: the agent's backoff.
-        state.locker = .retrying(at: now + LockerSupervisor().retryDelay(attempt: failures))
+        // The guard only ever runs under a policy: no back-off, as the agent's there
+        // (lockers killed as they start would otherwise leave the screen open between).
+        state.locker = .retrying(at: now + LockerSupervisor(underPolicy: true).retryDelay(attempt: failures))
         sessions[id] = state
         if !state.guarded, case .retrying(let at) = state.locker, at <= now { actions += startLocker(id, at: now) }
         return actions
@@ -637,6 +672,8 @@ public enum GuardMessage: Equatable, Sendable {
     case lockDue(Millis?)
     /// The answer to `askAlive` with its number, from the agent's loop.
     case alive(UInt32)
+    /// One of the agent's lockers failed.
+    case lockerFailed
     // Root's (`doctor --policy`): every session, as JSON, then the guard closes.
     case sessions
     // The guard's.
@@ -659,6 +696,7 @@ public enum GuardMessage: Equatable, Sendable {
         case .locked(let locked): locked ? "locked\n" : "unlocked\n"
         case .lockDue(let dueIn): "due \(dueIn.map { String($0.value) } ?? "-")\n"
         case .alive(let number): "alive \(number)\n"
+        case .lockerFailed: "locker-failed\n"
         case .askAlive(let number): "alive? \(number)\n"
         case .sessions: "sessions\n"
         case .verified: "verified\n"
@@ -689,6 +727,7 @@ public enum GuardMessage: Equatable, Sendable {
             guard let number = UInt32(rest) else { return nil }
             self = word == "alive" ? .alive(number) : .askAlive(number)
         case "sessions" where rest.isEmpty: self = .sessions
+        case "locker-failed" where rest.isEmpty: self = .lockerFailed
         case "verified" where rest.isEmpty: self = .verified
         case "refused": self = .refused(String(rest))
         case "locker":

@@ -135,6 +135,45 @@ struct GuardMachineTests {
         #expect(acted.displayChecks == 0 && acted.lockerStarts == 1)
     }
 
+    @Test("LockedHint true while nothing verified locks: set back to false after 1 s and logged; the agent's own hint, with its locked line within the second, is left alone")
+    func lockedHintCorrected() {
+        var s = GuardStory()
+        s.guarded()
+        var hinted = s.session
+        hinted.lockedHint = true
+        s.send(.sessionSeen(hinted))
+        #expect(s.wait(.ms(999)).isEmpty)
+        let corrected = s.wait(.ms(1))
+        #expect(corrected.contains(.clearLockedHint(session: "c2")), "\(corrected)")
+        #expect(corrected.audits.first?.message.contains("LockedHint was set") == true)
+
+        var agent = GuardStory()
+        agent.guarded()
+        agent.send(.sessionSeen(hinted))
+        agent.wait(.ms(300))
+        agent.send(.agentReported(session: "c2", locked: true))
+        #expect(!agent.wait(.seconds(5)).contains(.clearLockedHint(session: "c2")))
+    }
+
+    @Test("the agent's lockers failing 3 times within 10 minutes: the agent counts as lost and the guard acts at once; its locker covering again (locked) guards again")
+    func agentLockersFailing() {
+        var s = GuardStory()
+        s.guarded()
+        s.send(.agentLockerFailed(session: "c2"))
+        s.wait(.minutes(10))
+        s.send(.agentLockerFailed(session: "c2"))
+        s.wait(.seconds(1))
+        #expect(s.send(.agentLockerFailed(session: "c2")).lockerStarts == 0, "the first failure is older than 10 minutes")
+        let third = s.send(.agentLockerFailed(session: "c2"))
+        #expect(third.lockerStarts == 1, "\(third)")
+        #expect(third.audits.first?.message.contains("lockers failed 3 times") == true, "\(third)")
+        #expect(s.state?.guarded == false)
+        s.send(.lockerStarted(session: "c2", pid: 90))
+        let back = s.send(.agentReported(session: "c2", locked: true))
+        #expect(s.state?.guarded == true)
+        #expect(back.contains(.handOverLocker(session: "c2", pid: 90)), "\(back)")
+    }
+
     @Test("root's question: every guarded agent is asked at once; the answer waits until each answered or was lost")
     func rootAsksEveryAgent() {
         var s = GuardStory()
@@ -373,7 +412,7 @@ struct GuardMachineTests {
                                         .refused("not root's"), .locker(pid: 12),
                                         .lockerEnded(pid: 12, exitStatus: 0, signal: 0), .lockerEnded(pid: 12, exitStatus: nil, signal: 9),
                                         .status(.object([("state", .string("active"))])),
-                                        .lockDue(.ms(8_000)), .lockDue(nil), .alive(7), .askAlive(4_000_000_000)]
+                                        .lockDue(.ms(8_000)), .lockDue(nil), .alive(7), .askAlive(4_000_000_000), .lockerFailed]
         for message in messages {
             #expect(GuardMessage(line: message.line.dropLast()) == message, "\(message.line)")
         }

@@ -330,6 +330,33 @@ struct GuardAttackTests {
         }
     }
 
+    // MARK: 9. Every locker killed as it starts
+
+    @Test("9. every locker killed as it starts, the agent's and then the guard's (a loop of the user's kills them as soon as it sees them): the session is logged off within agent-grace + 2 s of the lock")
+    func lockersKilledAsTheyStart() async throws {
+        try await GuardSession.with { g in
+            let agent = try await g.startVerifiedAgent()
+            // The user's own loop: every locker of the session's user killed as soon as seen
+            // ([T]: the pattern never matches the loop's own command line).
+            let (program, arguments) = g.asUser(guardUserID, "sh", ["-c", "while :; do pkill -KILL -f '[T]estLocker.*\(g.lockersFile)' && echo killed; sleep 0.005; done"])
+            let killer = try g.s.startBackground(program, arguments, output: "killer.log", environment: g.userEnvironment(g.user))
+            let lockedAt = ContinuousClock.now
+            let lock = try await g.runAsUser(agentBinary, ["lock"])
+            #expect(lock.exit == .exited(0), "xidlelock lock as the user: \(lock.stderr)")
+            // Nothing covers while each locker dies at once: logged off is the only cover.
+            let watch = try await watchCover(g, since: lockedAt, lockersBefore: Int.max)
+            killer.terminate()
+            let killed = g.s.contents("killer.log").split(separator: "\n").count
+            print(figure("9. lockers killed as they start (\(killed) killed)", watch))
+            // Root's doctor is not judged here: until the third failure (a few ms) the
+            // guard rightly counts the agent, whose lockers it has not yet seen fail, as
+            // guarding; the attack is answered by the logoff.
+            #expect(watch.coveredAfter.map { $0 <= guardGrace + guardActWindow } == true,
+                    "every locker killed as it starts (agent \(agent.pid)): not logged off within agent-grace + 2 s\n\(g.logs)")
+            #expect(watch.how == "TerminateSession", "\(watch.how)")
+        }
+    }
+
     // MARK: 6. The guard's locker stopped, its window killed
 
     @Test("6. the guard's locker stopped (SIGSTOP) and its X client killed (xkill -id on its window), as the user: a locker holds the keyboard again within agent-grace + 2 s, and the guard never reports the stopped locker to root as the lock")

@@ -121,6 +121,9 @@ final class GuardLink: EventSource {
     /// Says the lock changed (the machine's announcements).
     func lockChanged(locked: Bool) { send(.locked(locked)) }
 
+    /// Says a locker failed: the guard counts them (lockers killed as they start).
+    func lockerFailed() { send(.lockerFailed) }
+
     private func connect() {
         retryAt = nil
         lastTry = SystemClock.now().monotonic

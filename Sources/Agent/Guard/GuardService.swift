@@ -186,6 +186,10 @@ public final class GuardService {
             if let session = connection.session {
                 carryOut(machine.handle(.agentReported(session: session, locked: locked), at: SystemClock.now().monotonic))
             }
+        case .lockerFailed where connection.registered:
+            if let session = connection.session {
+                carryOut(machine.handle(.agentLockerFailed(session: session), at: SystemClock.now().monotonic))
+            }
         case .lockDue(let dueIn) where connection.registered:
             if let session = connection.session {
                 carryOut(machine.handle(.agentSaysLockDue(session: session, in: dueIn), at: SystemClock.now().monotonic))
