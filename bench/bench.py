@@ -13,6 +13,7 @@ harness killed outright leaves no Xvfb behind.
 The machine is shared and noisy: every figure is a median over repeats with its spread.
 """
 import argparse
+import socket as socketlib
 import ctypes
 import json
 import os
@@ -671,6 +672,14 @@ def bench_guard(window, samples):
         os.chown(d, GUARD_UID, GUARD_UID)
     guard_log = os.path.join(RESULTS, "guard.log")
     agent_log = os.path.join(RESULTS, "guard-agent.log")
+    # The guard verifies only an agent whose user cannot read its executable (installed
+    # 0711: the kernel starts it non-dumpable): the release build, copied so, as make
+    # install installs it, into a directory of root's every user can pass through.
+    bindir = tempfile.mkdtemp(prefix="xidlelock-bench-bin-", dir="/var/tmp")
+    os.chmod(bindir, 0o755)
+    binary = os.path.join(bindir, "xidlelock")
+    shutil.copy(XIDLELOCK, binary)
+    os.chmod(binary, 0o711)
     x = holder = daemon = logind = guard = agent = None
     try:
         x = Xvfb()
@@ -702,7 +711,7 @@ def bench_guard(window, samples):
         env = {k: v for k, v in bus_env.items()
                if k not in ("DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS", "XDG_SESSION_ID", "XDG_RUNTIME_DIR")}
         with open(guard_log, "w") as log:
-            guard = start(enter + [XIDLELOCK, "guard", "--verbose"], env=env, stderr=log)
+            guard = start(enter + [binary, "guard", "--verbose"], env=env, stderr=log)
         if not wait_for(lambda: os.path.exists(os.path.join(tmp, "run", "guard.sock")) or guard.poll() is not None, 10) \
                 or guard.poll() is not None:
             raise RuntimeError(f"the guard did not start (exit {guard.returncode}; bench/results/guard.log)")
@@ -717,7 +726,7 @@ def bench_guard(window, samples):
         # setpriv changes the credentials, which clears PR_SET_PDEATHSIG: it sets it again.
         as_user = ["setpriv", f"--reuid={GUARD_UID}", f"--regid={GUARD_UID}", "--clear-groups", "--pdeathsig", "TERM"]
         with open(agent_log, "w") as log:
-            agent = start(enter + as_user + agent_argv("xidlelock"), env=agent_env, stderr=log)
+            agent = start(enter + as_user + [binary] + agent_argv("xidlelock")[1:], env=agent_env, stderr=log)
 
         def verified():
             with open(guard_log) as f:
@@ -738,6 +747,26 @@ def bench_guard(window, samples):
             time.sleep(max(0.0, t0 + i * step - time.monotonic()))
             readings.append((time.monotonic(), {k: ctx_switches(pid) for k, pid in watched.items()}))
         memory = {k: dict(memory_kb(pid), Pss=pss_kb(pid)) for k, pid in watched.items()}
+        # Proof of life: the guard asks an idle agent's loop to answer at most once per 10
+        # idle minutes (more often only when a lock it was told of is due). Its cost, from
+        # root's questions (each asks the agent once): CPU of the guard and of the agent
+        # per question, over `questions` of them.
+        questions = 50
+        before = {k: cpu_ns(pid) for k, pid in watched.items()}
+        answered = 0
+        for _ in range(questions):
+            with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as c:
+                c.settimeout(5)
+                c.connect(os.path.join(tmp, "run", "guard.sock"))
+                c.sendall(b"sessions\n")
+                reply = b""
+                while not reply.endswith(b"\n"):
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        break
+                    reply += chunk
+                answered += b'"guarded":true' in reply
+        proof = {k: grown(before[k], cpu_ns(pid)) / questions for k, pid in watched.items()}
         alive = {k: p.poll() is None for k, p in (("guard", guard), ("agent", agent))}
         with open(guard_log) as f:
             acted = [line for line in f.read().splitlines() if "started the policy's locker" in line or "logged off" in line]
@@ -749,8 +778,11 @@ def bench_guard(window, samples):
         if x:
             x.close()
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(bindir, ignore_errors=True)
     span = readings[-1][0] - readings[0][0]
-    result = {"window_s": span, "sessions": 1, "memory_kb": memory, "alive": alive, "acted": acted}
+    result = {"window_s": span, "sessions": 1, "memory_kb": memory, "alive": alive, "acted": acted,
+              "proof": {"questions": questions, "answered_guarded": answered, "cpu_ns_per_question": proof,
+                        "cpu_ns_per_idle_minute": {k: v / 10 for k, v in proof.items()}}}
     for k in watched:
         rates = [grown(a[k], b[k]) * 60.0 / (tb - ta) for (ta, a), (tb, b) in zip(readings, readings[1:])]
         total = sum(grown(a[k], b[k]) for (_, a), (_, b) in zip(readings, readings[1:]))
@@ -1068,6 +1100,16 @@ def render(res, quick, command, date, elapsed):
             pss = f"{mem['Pss']:,}" if mem.get("Pss") is not None else "n/a"
             L.append(f"| {label} | {cell(g[k]['per_min'])}; {g[k]['total']} | {mem['VmRSS']:,} / {mem['RssAnon']:,} / {pss} |")
         L.append("")
+        if "proof" in g:
+            p = g["proof"]
+            q = p["cpu_ns_per_question"]
+            L.append(f"Proof of life (the guard asks an idle agent's loop to answer once per 10 idle minutes): one question costs "
+                     f"the guard {q['guard'] / 1000:,.1f} µs and the agent {q['agent'] / 1000:,.1f} µs of CPU "
+                     f"({p['questions']} of root's questions, each asking the agent; guarded in {p['answered_guarded']} answers), "
+                     f"so {p['cpu_ns_per_idle_minute']['guard'] / 1000:,.2f} µs of the guard's and "
+                     f"{p['cpu_ns_per_idle_minute']['agent'] / 1000:,.2f} µs of the agent's per session per idle minute, "
+                     f"and 0.1 agent wake-ups per idle minute.")
+            L.append("")
         if g["acted"] or not all(g["alive"].values()):
             dead = [k for k, up in g["alive"].items() if not up]
             L.append(f"**Not idle**: {'; '.join(g['acted'])}{' ended before the end of the window: ' + ', '.join(dead) if dead else ''}.")
