@@ -5,8 +5,13 @@ import IdleCore
 
 /// The running agent: the state machine and the sources that feed it. Every
 /// source turns what it sees into an `Event`; the machine's actions are carried
-/// out here. This is the one place that creates sources: a new input is a new
-/// source type, added in `makeSources`.
+/// out here. The loop's sources are made here (`makeSources`, and the locker's,
+/// the guard link's and an adopted locker's watches as they come), and by the
+/// watchers a setting starts, through `addSource`: BusLink (each bus connection,
+/// and a watch on the bus socket's directory while it waits), PlayerWatch,
+/// AudioWatch and CardWatch. A new input is a new source type added by one of
+/// these; the loop itself does not change. (The guard, GuardService, runs a loop
+/// of its own with its own sources.)
 public final class Agent {
     var machine: IdleMachine
     let loop: EventLoop

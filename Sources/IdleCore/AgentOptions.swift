@@ -174,7 +174,7 @@ public struct AgentOptions: Equatable, Sendable {
             }
             o.cornerSize = size
         },
-        OptionSpec("--config", "FILE", "Read this config file instead of ~/.config/xidlelock/config (after /etc/xidlelock/config).") { o, v throws(UsageError) in
+        OptionSpec("--config", "FILE", "Read this config file instead of the user's ($XDG_CONFIG_HOME/xidlelock/config, else ~/.config/xidlelock/config; after /etc/xidlelock/config).") { o, v throws(UsageError) in
             guard !v.isEmpty else { throw UsageError("--config: the path is empty") }
             o.configFile = v
         },

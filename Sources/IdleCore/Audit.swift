@@ -1,12 +1,16 @@
 // The audit trail: what an admin of a managed machine reads back to learn what
 // happened (`journalctl --user -t xidlelock XIDLELOCK_EVENT=lock`): each lock and
 // unlock, locker failure, inhibitor start and end, disable and enable, policy
-// change and suspend gap, as one structured journal entry.
+// change, suspend gap, change of power source, smart card event, config line
+// skipped and runtime file not made, as one structured journal entry (and the
+// guard's own, guard-*).
 
 /// One entry of the audit trail.
 public struct AuditRecord: Equatable, Sendable {
     /// `XIDLELOCK_EVENT`: lock, unlock, locker-failure, inhibit, uninhibit, disable,
-    /// enable, suspend-gap, policy, config, runtime-files, card, card-removal, card-watch.
+    /// enable, suspend-gap, power-source, policy, config, runtime-files, card,
+    /// card-removal, card-watch; the guard's guard-agent, guard-agent-lost,
+    /// guard-action, guard-locker-failure, guard-refused (the keys of `messageIDs`).
     public var event: String
     /// syslog's: 3 error, 4 warning, 5 notice, 6 info.
     public var priority: Int

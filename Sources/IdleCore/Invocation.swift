@@ -148,7 +148,8 @@ public enum Invocation: Equatable, Sendable {
             XIDLELOCK_STAGE, XIDLELOCK_IDLE_MS and XIDLELOCK_SUSPEND_GAP_MS set.
             Exit status: 0 done, 1 runtime error, 64 usage error, 69 display, X
             extension, locker or agent unavailable, 73 another agent runs for this
-            display. See xidlelock(1).
+            display, 75 stopped under the policy (the unit restarts it), 77 guard
+            not run as root. See xidlelock(1).
             """
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The audit trail, end to end: read back from the systemd journal where journald
-/// runs (CI starts one: .ci/start-journald), else from the stderr lines the agent
+/// runs (`make test` starts one where it can: .ci/start-journald), else from the stderr lines the agent
 /// writes where there is no journal.
 @Suite struct AuditTests {
     /// Whether a journald takes entries on this machine.
@@ -62,7 +62,7 @@ import Testing
                 #expect((disable?["XIDLELOCK_BY"] as? String)?.contains("(xidlelock)") == true, "\(String(describing: disable))")
                 #expect((enable?["XIDLELOCK_BY"] as? String)?.contains("(xidlelock)") == true, "\(String(describing: enable))")
             } else {
-                try await agent.waitForLog(containing: "audit enable:")
+                try await agent.waitForAuditLine(of: "enable")
                 #expect(agent.log.contains("audit lock: screen locked: the locker holds the keyboard (after "), "\(agent.log)")
                 #expect(agent.log.contains("audit unlock: screen unlocked after"), "\(agent.log)")
                 #expect(agent.log.contains("XIDLELOCK_FOR_MS=\"3600000\""), "\(agent.log)")
@@ -86,7 +86,7 @@ import Testing
                 #expect(inhibit?["XIDLELOCK_SOURCE"] as? String == "socket", "\(String(describing: inhibit))")
             } else {
                 // --quiet drops info lines, never the audit trail.
-                try await agent.waitForLog(containing: "audit uninhibit:")
+                try await agent.waitForAuditLine(of: "uninhibit")
                 #expect(agent.log.contains("audit policy: policy \(s.path("etc/policy")): lock-after 2h"), "\(agent.log)")
                 #expect(agent.log.contains("XIDLELOCK_WHY=\"slides\""), "\(agent.log)")
             }
@@ -105,7 +105,7 @@ import Testing
             let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.locker, "--quiet"],
                                                          shell: hideJournal)
             #expect(try await s.client("disable", "--for", "1h").exit == .exited(0))
-            try await agent.waitForLog(containing: "audit disable:")
+            try await agent.waitForAuditLine(of: "disable")
             #expect(agent.log.contains("XIDLELOCK_FOR_MS=\"3600000\""), "\(agent.log)")
             if Self.journalRuns {
                 #expect(try await journalEntries(s, pid: agent.process.processIdentifier, event: "disable").isEmpty)
@@ -150,7 +150,7 @@ import Testing
             let idle = try await s.waitForNumber(in: "lock.idle")
             await expectLockOnTime(idleAtLock: idle, lockAfter: lockAfter)
             // All but the few the socket's queue took (10, and the one in sendmsg, which is on stderr too).
-            #expect(agent.count(of: "xidlelock: audit disable: ") >= 30, "\(agent.log)")
+            #expect(agent.auditLines(of: "disable").count >= 30, "\(agent.log)")
             let counted = agent.log.split(separator: "\n").first { $0.contains("warning: the systemd journal is not taking audit entries") }
             #expect(counted?.contains(" audit entries went to stderr, and the next ones go there until it takes one") == true,
                     "no count of the entries the journal did not take\n\(agent.log)")

@@ -422,3 +422,149 @@ private func docsFlagsPage(_ help: (main: String, commands: [DocsCommand], other
     let adminLine = admin.split(separator: "\n").first { $0.hasPrefix("| `inhibit-from LIST` | which sources") } ?? ""
     for word in words { #expect(adminLine.contains("`\(word)`"), "docs/admin.md's inhibit-from row lacks \(word)") }
 }
+
+// MARK: Events, the audit trail, status keys: lists derived from the code
+
+/// The words of a man page section as plain text, without the punctuation around them.
+private func docsManWords(_ page: String, section: String) -> Set<String> {
+    Set(docsManSectionWords(page, section: section).map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "(),;.:'\"")) })
+}
+
+/// One announcement of each kind, and of each device of a kind that names one. The
+/// switch has no default: a new kind does not compile until it has a number here, and
+/// the test fails until an announcement of that number is in the list.
+private let docsAnnouncements: [Announcement] = {
+    let inhibitor = Inhibitor(id: 1, who: "w", why: "y", until: nil, source: .dbus)
+    return [
+        .stageFired(name: "lock", idle: .ms(1)), .locking(idle: .ms(1), requested: false, attempt: 1),
+        .locked(idle: .ms(1), requested: false), .lockerNotCovering(runningFor: .ms(1), letGo: false),
+        .lockerNotCovering(runningFor: .ms(1), letGo: true),
+    ] + GrabbedDevice.allCases.map { .grabHeldByOther($0, beforeStart: true) } + [
+        .lockerFailed(kind: "exited", reason: "r", retryIn: .ms(1)), .unlocked(lockedFor: .ms(1)),
+        .activityResumed(idleBefore: .ms(1)), .suspendGap(length: .ms(1)), .inhibited(inhibitor), .uninhibited(inhibitor),
+        .disabled(remaining: .ms(1), by: "b"), .enabled(by: "b"), .sleeping(covered: true), .resumed,
+        .screenOff(lockedFor: .ms(1)), .powerSource(onBattery: true),
+        .cardInserted(reader: "r", atr: "3B", counts: true), .cardRemoved(reader: "r", atr: "3B", locks: true),
+        .cardRemoved(reader: "r", atr: "3B", locks: false), .cardWatch(error: "e"),
+    ]
+}()
+
+private func docsKind(_ a: Announcement) -> Int {
+    switch a {
+    case .stageFired: 0
+    case .locking: 1
+    case .locked: 2
+    case .lockerNotCovering: 3
+    case .grabHeldByOther: 4
+    case .lockerFailed: 5
+    case .unlocked: 6
+    case .activityResumed: 7
+    case .suspendGap: 8
+    case .inhibited: 9
+    case .uninhibited: 10
+    case .disabled: 11
+    case .enabled: 12
+    case .sleeping: 13
+    case .resumed: 14
+    case .screenOff: 15
+    case .powerSource: 16
+    case .cardInserted: 17
+    case .cardRemoved: 18
+    case .cardWatch: 19
+    }
+}
+
+/// The `event` names of `xidlelock events --json`, from the code's own JSON.
+private func docsEventNames() -> [String] {
+    var names: [String] = []
+    for a in docsAnnouncements {
+        guard case .object(let members) = a.json, case .string(let name)? = members.first(where: { $0.0 == "event" })?.1 else { continue }
+        if !names.contains(name) { names.append(name) }
+    }
+    return names
+}
+
+@Test func docsListEveryEvent() throws {
+    #expect(Set(docsAnnouncements.map(docsKind)) == Set(0...19), "docsAnnouncements lacks a kind of announcement")
+    let names = docsEventNames()
+    #expect(names.contains("power-source") && names.contains("keyboard-held-by-other"), "\(names)")
+    let man = docsManWords(try docsManPage(), section: "CONTROL SOCKET")
+    let usage = try String(contentsOf: docsPackageRoot.appendingPathComponent("docs/usage.md"), encoding: .utf8)
+    for name in names {
+        #expect(man.contains(name), "man/xidlelock.1 CONTROL SOCKET does not list the event \(name)")
+        #expect(usage.contains("`\(name)`"), "docs/usage.md does not list the event \(name)")
+    }
+}
+
+/// Every entry the agent's audit trail writes: the kinds of `AuditRecord.messageIDs`
+/// (the guard's, guard-*, are THE GUARD's), with the fields the code gives each.
+@Test func docsListEveryAuditEntryAndField() throws {
+    var records = docsAnnouncements.compactMap(AuditRecord.of)
+    records += AuditRecord.policy(PolicyReport(path: "/etc/xidlelock/policy", changes: ["c"], errors: ["e"]))
+    records.append(AuditRecord.config(ConfigProblem(path: "/c", line: 1, message: "m")))
+    records.append(AuditRecord.runtimeFiles(path: "/p", problem: "p", consequence: "c"))
+    let kinds = AuditRecord.messageIDs.keys.filter { !$0.hasPrefix("guard-") }
+    #expect(Set(records.map(\.event)) == Set(kinds), "the records made here are not every kind of the agent's entries")
+    let page = try docsManPage()
+    let man = docsManWords(page, section: "AUDIT TRAIL")
+    let admin = try String(contentsOf: docsPackageRoot.appendingPathComponent("docs/admin.md"), encoding: .utf8)
+    let table = admin.split(separator: "\n").filter { $0.hasPrefix("| `") }
+    for kind in kinds.sorted() {
+        let id = AuditRecord.messageIDs[kind] ?? ""
+        #expect(man.contains(kind), "man/xidlelock.1 AUDIT TRAIL does not list \(kind)")
+        #expect(table.contains { $0.contains("`\(kind)`") && $0.contains("`\(id)`") },
+                "docs/admin.md's audit table has no row for \(kind) with its MESSAGE_ID \(id)")
+    }
+    for field in Set(records.flatMap { $0.fields.map(\.name) }).sorted() {
+        #expect(man.contains(field), "man/xidlelock.1 AUDIT TRAIL does not name the field \(field)")
+        #expect(table.contains { $0.contains("`\(field)`") }, "docs/admin.md's audit table does not name the field \(field)")
+    }
+    let comment = try String(contentsOf: docsPackageRoot.appendingPathComponent("Sources/IdleCore/Audit.swift"), encoding: .utf8)
+        .split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }.joined(separator: " ")
+    for kind in AuditRecord.messageIDs.keys.sorted() {
+        #expect(comment.contains(kind), "the comment on XIDLELOCK_EVENT in Sources/IdleCore/Audit.swift does not list \(kind)")
+    }
+}
+
+/// The exit statuses of the man page's EXIT STATUS section are those --help names.
+@Test func docsHelpNamesEveryExitStatus() throws {
+    let statuses = docsManTags(try docsManPage(), section: "EXIT STATUS").filter { Int($0) != nil }
+    #expect(statuses.count >= 5, "\(statuses)")
+    let help = try docsRun(["--help"]).replacingOccurrences(of: "\n", with: " ")
+    guard let range = help.range(of: "Exit status:") else {
+        Issue.record("--help has no 'Exit status:'")
+        return
+    }
+    let named = Set(help[range.upperBound...].matches(of: /(?:^|[ ,])([0-9]+) [a-z]/).map { String($0.output.1) })
+    #expect(named == Set(statuses), "--help names exit statuses \(named.sorted()), the man page \(statuses)")
+}
+
+/// The keys of a running agent's status, at every depth (each object, and the first
+/// object of each list), with the screen-off setting on so that `screen_off` and
+/// `monitor` are objects: each is in the man page's CONTROL SOCKET section, which
+/// README.md names as the reference for every status field.
+@Test func docsManPageListsEveryStatusKey() async throws {
+    let status = try await Sandbox.with { s in
+        _ = try await s.startControlledAgent(["--lock-after", "1h", "--locker", Script.locker, "--screen-off-after-lock", "1h"])
+        return try await s.status()
+    }
+    var keys = Set<String>()
+    func collect(_ value: Any) {
+        if let object = value as? [String: Any] {
+            for (key, inner) in object {
+                keys.insert(key)
+                collect(inner)
+            }
+        } else if let list = value as? [Any], let first = list.first {
+            collect(first)
+        }
+    }
+    collect(status)
+    // The reply's envelope, not the status: `{"v":1,"ok":true,…}`.
+    keys.subtract(["v", "ok"])
+    #expect(keys.isSuperset(of: ["state", "desktop", "audit", "monitor", "guard", "stages"]), "\(keys.sorted())")
+    let man = docsManWords(try docsManPage(), section: "CONTROL SOCKET")
+    for key in keys.sorted() {
+        #expect(man.contains(key), "man/xidlelock.1 CONTROL SOCKET does not list the status key \(key)")
+    }
+}

@@ -40,13 +40,40 @@ final class AgentProcess {
 
     var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
-    func count(of text: String) -> Int { log.components(separatedBy: text).count - 1 }
+    /// The log less the lines whose number depends on the machine, not on what the agent
+    /// was asked: where no journald takes the audit trail (a container, a CI image) each
+    /// entry is also a line on stderr (`xidlelock: audit EVENT: …`), and the agent says
+    /// what the journal does (`xidlelock: warning: the systemd journal …`). The audit
+    /// trail's own tests read those with `auditLines(of:)` or `log`.
+    var ownLog: String {
+        log.split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.hasPrefix("xidlelock: audit ") && !$0.hasPrefix("xidlelock: warning: the systemd journal ") }
+            .joined(separator: "\n")
+    }
 
+    /// How many times `text` is in the agent's own lines (`ownLog`): the same with or
+    /// without a journald.
+    func count(of text: String) -> Int { ownLog.components(separatedBy: text).count - 1 }
+
+    /// The audit trail's entries of `event` the agent wrote to stderr (where no journal takes them).
+    func auditLines(of event: String) -> [Substring] {
+        log.split(separator: "\n").filter { $0.hasPrefix("xidlelock: audit \(event): ") }
+    }
+
+    /// Waits for `count` occurrences of `text` in the agent's own lines (as `count(of:)`).
     func waitForLog(containing text: String, count: Int = 1, timeout: Duration = generousTimeout) async throws {
-        let what = "\(count)× '\(text)' in the agent's log"
+        try await waitForLog("\(count)× '\(text)' in the agent's log", timeout: timeout) { self.count(of: text) >= count }
+    }
+
+    /// Waits for an entry of `event` of the audit trail on stderr (where no journal takes it).
+    func waitForAuditLine(of event: String, timeout: Duration = generousTimeout) async throws {
+        try await waitForLog("the audit trail's '\(event)' entry on stderr", timeout: timeout) { !self.auditLines(of: event).isEmpty }
+    }
+
+    private func waitForLog(_ what: String, timeout: Duration, _ done: () -> Bool) async throws {
         try await waitUntil(what, timeout: timeout, context: { "agent log:\n\(log)" }) {
-            if self.count(of: text) >= count { return true }
-            if !process.isRunning, self.count(of: text) < count {
+            if done() { return true }
+            if !process.isRunning, !done() {
                 throw AgentExited(waitingFor: what, exit: Exit(process), log: log)
             }
             return false
