@@ -14,24 +14,6 @@ import Testing
 /// started there (root moves it in, as systemd starts a unit in its cgroup).
 @Suite(.serialized, .enabled(if: getuid() == 0, "the guard runs as root and the session's user is nobody"))
 struct GuardFreezeTests {
-    /// The guard's locker holds the keyboard within agent-grace + 2 s of `since`, not
-    /// before agent-grace, as the session's user (GuardTests' `expectGuardLocker`).
-    func expectGuardLocker(_ g: GuardSession, since: ContinuousClock.Instant, notBeforeGrace: Bool = true, figure: String,
-                           sourceLocation: SourceLocation = #_sourceLocation) async throws -> Int32 {
-        let (pid, after) = try await g.waitForLocker(since: since)
-        print("guard figure (\(figure)): the locker held the keyboard \(after.milliseconds) ms after, agent-grace \(guardGrace.milliseconds) ms")
-        #expect(after <= guardGrace + guardActWindow,
-                "the locker came \(after.milliseconds) ms after, above agent-grace + 2 s\n\(g.logs)", sourceLocation: sourceLocation)
-        if notBeforeGrace {
-            #expect(after >= guardGrace - .milliseconds(250),
-                    "the locker came \(after.milliseconds) ms after, before agent-grace\n\(g.logs)", sourceLocation: sourceLocation)
-        }
-        let uids = ProcInfo.uids(pid)
-        #expect(uids == [guardUserID, guardUserID, guardUserID, guardUserID],
-                "the locker \(pid) runs with uids \(uids.map { "\($0)" } ?? "gone"), not the session user's", sourceLocation: sourceLocation)
-        return pid
-    }
-
     /// `user@65534.service` under a root-owned slice of the test's, handed to the user as
     /// systemd delegates it; removed (leaves first, thawed) by `remove()`.
     struct DelegatedTree {
@@ -115,7 +97,7 @@ struct GuardFreezeTests {
             try await g.wait("the agent's cgroup to be frozen") {
                 ((try? String(contentsOfFile: other + "/cgroup.events", encoding: .utf8)) ?? "").contains("frozen 1")
             }
-            let locker = try await expectGuardLocker(g, since: frozenAt, figure: "b5. sideways freeze, \(how.rawValue)")
+            let locker = try await g.expectGuardLocker(since: frozenAt, figure: "b5. sideways freeze, \(how.rawValue)")
             #expect(g.guardLog.contains("control group was frozen"), "the guard's log does not say why\n\(g.logs)")
             #expect(isAlive(sleeper.processIdentifier), "the user's sleep ended: the test no longer shows a sideways freeze")
 
@@ -140,7 +122,7 @@ struct GuardFreezeTests {
             let madeAt = ContinuousClock.now
             let madeIn = madeAt - startedAt
             // The limit is passed before the last mkdir: counted from the last.
-            _ = try await expectGuardLocker(g, since: madeAt, notBeforeGrace: false,
+            _ = try await g.expectGuardLocker(since: madeAt, notBeforeGrace: false,
                                             figure: "b6. 1030 cgroups made by the user in \(madeIn.milliseconds) ms")
             let said = "cannot watch its control group: more than 1024 cgroups"
             #expect(g.guardLogCount(of: "error: the guard " + said) == 1, "not said once, as an error\n\(g.logs)")

@@ -12,29 +12,6 @@ import Testing
 /// status) with a deadline; each test prints a `guard figure:` line with what it measured.
 @Suite(.serialized, .enabled(if: getuid() == 0, "the guard runs as root and the session's user is nobody"))
 struct GuardTests {
-    /// Waits for the guard's locker and checks it: it holds the keyboard within
-    /// agent-grace + 2 s of `since` (plus `allowance`), not before agent-grace when
-    /// `notBeforeGrace`, runs as the session's user and on the session's display.
-    func expectGuardLocker(_ g: GuardSession, since: ContinuousClock.Instant, allowance: Duration = .zero,
-                           notBeforeGrace: Bool = true, figure: String,
-                           sourceLocation: SourceLocation = #_sourceLocation) async throws -> Int32 {
-        let (pid, after) = try await g.waitForLocker(since: since)
-        print("guard figure (\(figure)): the locker held the keyboard \(after.milliseconds) ms after, agent-grace \(guardGrace.milliseconds) ms")
-        #expect(after <= guardGrace + guardActWindow + allowance,
-                "the locker came \(after.milliseconds) ms after, above agent-grace + 2 s\n\(g.logs)", sourceLocation: sourceLocation)
-        if notBeforeGrace {
-            #expect(after >= guardGrace - .milliseconds(250),
-                    "the locker came \(after.milliseconds) ms after, before agent-grace\n\(g.logs)", sourceLocation: sourceLocation)
-        }
-        let uids = ProcInfo.uids(pid)
-        #expect(uids == [guardUserID, guardUserID, guardUserID, guardUserID],
-                "the locker \(pid) runs with uids \(uids.map { "\($0)" } ?? "gone"), not the session user's", sourceLocation: sourceLocation)
-        #expect(ProcInfo.environment(pid, "DISPLAY") == g.display,
-                "the locker's DISPLAY is \(ProcInfo.environment(pid, "DISPLAY") ?? "unset"), not the session's \(g.display)",
-                sourceLocation: sourceLocation)
-        return pid
-    }
-
     func unlock(_ g: GuardSession) {
         _ = FileManager.default.createFile(atPath: g.unlockFile, contents: nil)
     }
@@ -49,7 +26,7 @@ struct GuardTests {
             agent.send(SIGKILL)
             let killedAt = ContinuousClock.now
             _ = try await agent.waitForExit()
-            let pid = try await expectGuardLocker(g, since: killedAt, figure: "a. kill -9")
+            let pid = try await g.expectGuardLocker(since: killedAt, figure: "a. kill -9")
             // Said as what it was, though the socket's end may be read before the pidfd's.
             #expect(g.guardLog.contains("the agent ended") && !g.guardLog.contains("the agent closed its registration"), "\(g.guardLog)")
             // The locker rule: a simple command is exec'd, so that the process the guard
@@ -134,7 +111,7 @@ struct GuardTests {
             } else {
                 try await g.wait("the agent to stop") { ["T", "t"].contains(ProcInfo.state(agent.pid) ?? "") }
             }
-            _ = try await expectGuardLocker(g, since: sentAt, figure: "b. \(signal)")
+            _ = try await g.expectGuardLocker(since: sentAt, figure: "b. \(signal)")
             if signal == "SIGSTOP" {
                 let state = ProcInfo.state(agent.pid)
                 #expect(state == "T" || state == "t", "the agent is no longer stopped (state \(state ?? "gone"))\n\(g.logs)")
@@ -182,7 +159,7 @@ struct GuardTests {
             try #require(froze.exit == .exited(0), "the user's freeze: \(froze.stderr)")
             let frozenAt = ContinuousClock.now
             defer { _ = try? "0".write(toFile: frozenCgroup + "/cgroup.freeze", atomically: false, encoding: .utf8) }
-            let locker = try await expectGuardLocker(g, since: frozenAt, figure: "b2. cgroup.freeze, \(how)")
+            let locker = try await g.expectGuardLocker(since: frozenAt, figure: "b2. cgroup.freeze, \(how)")
             #expect(g.guardLog.contains("control group was frozen"), "the guard's log does not say why\n\(g.logs)")
 
             // Thawed: the same agent guards again; it adopts the guard's locker.
@@ -201,7 +178,7 @@ struct GuardTests {
             agent.send(SIGKILL)
             let killedAt = ContinuousClock.now
             _ = try await agent.waitForExit()
-            let locker = try await expectGuardLocker(g, since: killedAt, figure: "b3. kill -9 before the guard's restart")
+            let locker = try await g.expectGuardLocker(since: killedAt, figure: "b3. kill -9 before the guard's restart")
             let old = try #require(g.guardProcess)
             kill(old.processIdentifier, SIGKILL)
             _ = try await old.waitForExit("the first guard")
@@ -266,7 +243,7 @@ struct GuardTests {
             let startedAt = ContinuousClock.now
             try await g.startGuard()
             let startup = (g.guardReadyAt ?? startedAt) - startedAt
-            _ = try await expectGuardLocker(g, since: startedAt, allowance: startup, figure: "d. no agent, from the guard's start (its socket after \(startup.milliseconds) ms)")
+            _ = try await g.expectGuardLocker(since: startedAt, allowance: startup, figure: "d. no agent, from the guard's start (its socket after \(startup.milliseconds) ms)")
             #expect(try await g.rootDoctor().exit == .exited(1), "root's doctor is met with no agent\n\(g.logs)")
         }
     }
@@ -310,7 +287,7 @@ struct GuardTests {
             }
             print("guard figure (e. \(impostor.rawValue)): refused: \(line)")
             #expect(reason.contains { line.lowercased().contains($0.lowercased()) }, "the refusal does not name the reason (\(reason)): \(line)")
-            _ = try await expectGuardLocker(g, since: readyAt, notBeforeGrace: false, figure: "e. \(impostor.rawValue), from the guard's socket")
+            _ = try await g.expectGuardLocker(since: readyAt, notBeforeGrace: false, figure: "e. \(impostor.rawValue), from the guard's socket")
             #expect(try await g.rootDoctor().exit == .exited(1), "root's doctor is met with only a refused agent\n\(g.logs)")
             #expect(g.lockerPids.count == 1, "lockers: \(g.lockerPids)\n\(g.logs)")
         }

@@ -356,6 +356,29 @@ final class GuardSession {
         return (lockerPids[0], ContinuousClock.now - since)
     }
 
+    /// Waits for the guard's locker and checks it: it holds the keyboard within
+    /// agent-grace + 2 s of `since` (plus `allowance`), not before agent-grace when
+    /// `notBeforeGrace`, runs as the session's user and on the session's display.
+    func expectGuardLocker(since: ContinuousClock.Instant, allowance: Duration = .zero,
+                           notBeforeGrace: Bool = true, figure: String,
+                           sourceLocation: SourceLocation = #_sourceLocation) async throws -> Int32 {
+        let (pid, after) = try await waitForLocker(since: since)
+        print("guard figure (\(figure)): the locker held the keyboard \(after.milliseconds) ms after, agent-grace \(guardGrace.milliseconds) ms")
+        #expect(after <= guardGrace + guardActWindow + allowance,
+                "the locker came \(after.milliseconds) ms after, above agent-grace + 2 s\n\(logs)", sourceLocation: sourceLocation)
+        if notBeforeGrace {
+            #expect(after >= guardGrace - .milliseconds(250),
+                    "the locker came \(after.milliseconds) ms after, before agent-grace\n\(logs)", sourceLocation: sourceLocation)
+        }
+        let uids = ProcInfo.uids(pid)
+        #expect(uids == [guardUserID, guardUserID, guardUserID, guardUserID],
+                "the locker \(pid) runs with uids \(uids.map { "\($0)" } ?? "gone"), not the session user's", sourceLocation: sourceLocation)
+        #expect(ProcInfo.environment(pid, "DISPLAY") == display,
+                "the locker's DISPLAY is \(ProcInfo.environment(pid, "DISPLAY") ?? "unset"), not the session's \(display)",
+                sourceLocation: sourceLocation)
+        return pid
+    }
+
     /// The TerminateSession calls logind's mock saw (session ids, oldest first).
     func terminated() async throws -> [String] {
         let text = try await s.bus("terminated")
