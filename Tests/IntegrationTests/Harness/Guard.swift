@@ -166,11 +166,13 @@ final class GuardSession {
     /// a running guard), and cleans up whatever the guard and the user's processes left.
     /// `maxLockAfter`: the policy's `max-lock-after` (10m: no idle lock of the agent's own
     /// during a test). `binary`: what the guard and the agents run.
+    /// `locker`: the policy's locker instead of the test locker (a real one: `i3lock -n`).
     static func with<R>(onAgentLost: String = "lock", startGuard: Bool = true, maxLockAfter: String = "10m",
-                        binary: GuardBinary = .standard,
+                        binary: GuardBinary = .standard, locker: String? = nil,
                         _ body: (GuardSession) async throws -> R) async throws -> R {
         try await Sandbox.with(buses: true, systemBus: .debianSystem) { s in
-            let g = try await GuardSession(s, onAgentLost: onAgentLost, maxLockAfter: maxLockAfter, binary: binary.path())
+            let g = try await GuardSession(s, onAgentLost: onAgentLost, maxLockAfter: maxLockAfter, binary: binary.path(),
+                                           locker: locker)
             do {
                 if startGuard { try await g.startGuard() }
                 let result = try await body(g)
@@ -183,7 +185,7 @@ final class GuardSession {
         }
     }
 
-    private init(_ s: Sandbox, onAgentLost: String, maxLockAfter: String, binary: String) async throws {
+    private init(_ s: Sandbox, onAgentLost: String, maxLockAfter: String, binary: String, locker: String?) async throws {
         self.s = s
         self.onAgentLost = onAgentLost
         self.binary = binary
@@ -193,7 +195,7 @@ final class GuardSession {
         policyText = """
             secure
             max-lock-after \(maxLockAfter)
-            locker \(testLockerBinary) --hold 1100 --pids \(s.path("user/lockers.pids")) --unlock \(s.path("user/unlock"))
+            locker \(locker ?? "\(testLockerBinary) --hold 1100 --pids \(s.path("user/lockers.pids")) --unlock \(s.path("user/unlock"))")
             agent-grace \(guardGrace.components.seconds)s
             on-agent-lost \(onAgentLost)
 
