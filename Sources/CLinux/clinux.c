@@ -12,6 +12,7 @@
 #include <grp.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -212,10 +213,14 @@ int xil_unix_listen(const char *path, int backlog) {
     return fd;
 }
 
-int xil_unix_connect(const char *path) {
+int xil_unix_connect(const char *path) { return xil_unix_connect_flags(path, 0); }
+
+int xil_unix_connect_nonblocking(const char *path) { return xil_unix_connect_flags(path, SOCK_NONBLOCK); }
+
+int xil_unix_connect_flags(const char *path, int flags) {
     struct sockaddr_un addr;
     if (unix_address(path, &addr) != 0) return -1;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
     if (fd < 0) return -1;
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         int saved = errno;
@@ -422,6 +427,16 @@ int xil_directory_watch_saw(int fd, const char *name) {
         }
     }
     return saw;
+}
+
+int xil_raise_descriptor_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    if (limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    }
+    return (int)(limit.rlim_cur > 0x7fffffff ? 0x7fffffff : limit.rlim_cur);
 }
 
 int xil_trace_continue(pid_t pid, int signal) {

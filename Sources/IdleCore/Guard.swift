@@ -72,14 +72,19 @@ public struct GuardedSession: Equatable, Sendable {
     /// logind's `LockedHint`: set by the agent as it locks, but its user may set it at
     /// will; the guard sets it back when nothing it verified locks the screen.
     public var lockedHint: Bool
+    /// logind's `Remote` (a VNC server's session; xrdp's says no): guarded all the same,
+    /// and said in root's report.
+    public var remote: Bool
 
-    public init(id: String, uid: UInt32, userName: String, display: String, active: Bool, lockedHint: Bool = false) {
+    public init(id: String, uid: UInt32, userName: String, display: String, active: Bool, lockedHint: Bool = false,
+                remote: Bool = false) {
         self.id = id
         self.uid = uid
         self.userName = userName
         self.display = display
         self.active = active
         self.lockedHint = lockedHint
+        self.remote = remote
     }
 }
 
@@ -770,6 +775,7 @@ extension GuardMachine {
             var fields: [(String, JSONValue)] = [
                 ("id", .string(id)), ("user", .string(state.session.userName)), ("uid", .number(Double(state.session.uid))),
                 ("display", .string(state.session.display)), ("active", .bool(state.session.active)),
+                ("remote", .bool(state.session.remote)),
                 ("guarded", .bool(state.guarded)),
                 ("agent", state.agent.map { .object([("pid", .number(Double($0.pid))), ("executable", .string($0.executable))]) } ?? .null),
                 ("unguarded", state.unguarded.map { .object([("reason", .string($0.reason)), ("since_ms", ago($0.since))]) } ?? .null),

@@ -375,10 +375,13 @@ extension PolicyCheck {
             let guarded = session["guarded"]?.bool == true
             let why = session["unguarded"]?["reason"]?.string ?? "no verified agent"
             let lastAction = session["last_action"]?["what"]?.string
+            // Each session named with its state: where it is, guarded or not and why, locked.
+            let where_ = "\(session["display"]?.string ?? "?")\(session["remote"]?.bool == true ? ", remote" : "")"
+            let locked = session["locked"]?.bool == true ? "; locked" : "; not locked"
             let guardLine = PolicyRequirement(
                 requirement: "guard", met: guarded,
-                detail: guarded ? "agent pid \(agent?["pid"]?.integer ?? 0) verified by the guard (\(agent?["executable"]?.string ?? "?"))"
-                                : "NOT guarded: \(why)" + (lastAction.map { "; the guard \($0)" } ?? ""))
+                detail: (guarded ? "agent pid \(agent?["pid"]?.integer ?? 0) verified by the guard (\(agent?["executable"]?.string ?? "?"))"
+                                 : "NOT guarded: \(why)" + (lastAction.map { "; the guard \($0)" } ?? "")) + " (on \(where_)\(locked))")
             let status = guarded ? session["agent_status"].flatMap { $0 == .null ? nil : $0 } : nil
             var report = check(profile, path: path, status: status, agentProblem: guarded ? "the agent reported no status" : "no verified agent",
                                machine: machine, ownership: ownership)

@@ -349,4 +349,75 @@ struct GuardTests {
                     "\(noGuard.exit) \(noGuard.stdout)\(noGuard.stderr)")
         }
     }
+
+    // MARK: g. a remote session (#36)
+
+    @Test("g. a remote X11 session (logind Remote yes, as TigerVNC's vncsession makes it) is guarded as a local one: its agent verified, root's doctor names it remote and met; kill -9 of the agent locks it within agent-grace + 2 s")
+    func remoteSession() async throws {
+        try await GuardSession.with(startGuard: false) { g in
+            _ = try await g.s.bus("session-remote", guardSessionID, "true")
+            try await g.startGuard()
+            let agent = try await g.startVerifiedAgent()
+            let met = try await g.rootDoctor()
+            print("guard figure (g. remote session, root's doctor): exit \(met.exit)\n\(met.stdout)")
+            #expect(met.stdout.contains("remote") && met.stdout.contains(guardSessionID), "\(met.stdout)")
+            agent.send(SIGKILL)
+            let killedAt = ContinuousClock.now
+            _ = try await agent.waitForExit()
+            _ = try await g.expectGuardLocker(since: killedAt, figure: "g. remote session, kill -9")
+        }
+    }
+
+    // MARK: h. a guard that does not accept (#36)
+
+    @Test("h. the guard's queue full (the guard stopped, 1,100 connections waiting): an agent started then is not held in connect(2): its loop answers status at once and it says the guard is not reached; once the guard runs again the agent registers and is verified")
+    func fullGuardQueue() async throws {
+        try await GuardSession.with { g in
+            let guardPid = try #require(g.guardProcess?.processIdentifier)
+            kill(guardPid, SIGSTOP)
+            var waiting: [Int32] = []
+            defer { for fd in waiting { close(fd) } }
+            var full = false
+            while waiting.count < 5_000 {
+                let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                try #require(fd >= 0)
+                var address = sockaddr_un()
+                address.sun_family = sa_family_t(AF_UNIX)
+                withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                    let bytes = Array(g.guardSocket.utf8.prefix(raw.count - 1))
+                    raw.copyBytes(from: bytes)
+                    raw[bytes.count] = 0
+                }
+                let r = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }
+                if r != 0 {
+                    let failure = errno
+                    close(fd)
+                    try #require(failure == EAGAIN, "connect: \(String(cString: strerror(failure)))")
+                    full = true
+                    break
+                }
+                waiting.append(fd)
+            }
+            print("guard figure (h. the guard's queue): full after \(waiting.count) connections")
+            try #require(full, "the guard's queue did not fill in \(waiting.count) connections")
+            let startedAt = ContinuousClock.now
+            let agent = try g.startAgent()
+            var answered: [String: Any]?
+            try await g.wait("the agent's status while the guard's queue is full", timeout: .seconds(15)) {
+                guard agent.process.isRunning else { throw AgentExited(waitingFor: "status", exit: Exit(agent.process), log: agent.log) }
+                answered = try await g.userStatus()
+                return answered != nil
+            }
+            let after = ContinuousClock.now - startedAt
+            let guardState = (answered?["guard"] as? [String: Any])?["state"] as? String ?? "?"
+            print("guard figure (h. agent started against a full guard queue): status answered \(after.milliseconds) ms after its start; guard: \(guardState)")
+            #expect(guardState.hasPrefix("not registered"), "\(guardState)")
+            for fd in waiting { close(fd) }
+            waiting = []
+            kill(guardPid, SIGCONT)
+            try await g.waitForVerified(agent)
+        }
+    }
 }

@@ -127,8 +127,11 @@ final class GuardLink: EventSource {
     private func connect() {
         retryAt = nil
         lastTry = SystemClock.now().monotonic
-        let socket = xil_unix_connect(path)
-        guard socket >= 0 else { return retry("cannot reach the guard at \(path): \(String(cString: strerror(errno)))") }
+        let socket = xil_unix_connect_nonblocking(path)
+        guard socket >= 0 else {
+            return retry(errno == EAGAIN ? "the guard's queue at \(path) is full (a busy guard)"
+                                         : "cannot reach the guard at \(path): \(String(cString: strerror(errno)))")
+        }
         // Only root's guard hears of this agent: a socket served by anyone else is not it.
         var pid: pid_t = 0
         var uid: uid_t = 0

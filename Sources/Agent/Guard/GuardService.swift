@@ -45,15 +45,24 @@ public final class GuardService {
         return "/run/xidlelock"
     }()
 
-    /// Unverified connections one uid may hold at once; and in all.
+    /// Unverified connections one uid may hold at once. There is no cap in all: every
+    /// session's agent must be heard; the bound is the descriptors (see `accept`).
     static let pendingPerUser = 4
-    static let connectionsInAll = 256
+    /// The listening socket is left unpolled while no descriptor is left for a new
+    /// connection: polled, it would stay readable and spin the loop. A connection's
+    /// end polls it again.
+    private var acceptPaused = false
 
     public static func run(_ options: GuardOptions) throws(AgentError) -> Int32 {
         guard getuid() == 0 else { throw .permission("xidlelock guard must run as root (it is the system's xidlelock-guard.service)") }
         Log.makeNonBlocking()
         if options.verbose { Log.threshold = .debug }
         signal(SIGPIPE, SIG_IGN)
+        // Each session costs the guard a connection, a pidfd and maybe a locker's: no
+        // fixed cap on sessions, so as many descriptors as the system allows it.
+        if xil_raise_descriptor_limit() < 0 {
+            Log.write(.warning, "cannot raise the guard's descriptor limit: \(String(cString: strerror(errno)))")
+        }
         let service = try GuardService(options)
         let ready = xil_notify_ready(service.policyFile.map { "guarding the graphical sessions under \($0)" } ?? "no policy: nothing to guard")
         if ready < 0 { Log.write(.warning, "cannot tell systemd the guard is ready: \(String(cString: strerror(-ready)))") }
@@ -117,7 +126,7 @@ public final class GuardService {
             throw .failed("\(directory) is not a directory of root's that only root can write")
         }
         unlink(socketPath)
-        listener = xil_unix_listen(socketPath, 64)
+        listener = xil_unix_listen(socketPath, 1024)
         guard listener >= 0 else { throw .failed("cannot listen on \(socketPath): \(String(cString: strerror(errno)))") }
         // Every line is judged by its own writer (GuardConnection): without credentials
         // on each write the guard would listen to whoever holds the socket.
@@ -126,13 +135,21 @@ public final class GuardService {
         }
         // Every user may connect: each peer is checked by what the kernel says of it.
         chmod(socketPath, 0o666)
-        loop.add(GuardListener(fd: listener) { [unowned self] in accept() })
+        loop.add(GuardListener(fd: listener, paused: { [unowned self] in acceptPaused }) { [unowned self] in accept() })
     }
 
     private func accept() {
-        while connections.count < GuardService.connectionsInAll {
+        while true {
             let fd = xil_accept(listener)
-            guard fd >= 0 else { return }
+            guard fd >= 0 else {
+                if errno == EMFILE || errno == ENFILE {
+                    // Failing closed: the agents wait (their connect says the queue is full
+                    // once it is), their sessions count as unguarded and are acted on.
+                    acceptPaused = true
+                    Log.limited("guard out of descriptors", "no descriptor left for a new connection (\(String(cString: strerror(errno))), \(connections.count) open): new agents are not heard and their sessions are acted on as unguarded until one closes; raise LimitNOFILE of xidlelock-guard.service")
+                }
+                return
+            }
             var pid: pid_t = 0
             var uid: uid_t = 0
             guard xil_peer_credentials(fd, &pid, &uid) == 0 else {
@@ -154,6 +171,7 @@ public final class GuardService {
 
     func closed(_ connection: GuardConnection) {
         connections.removeAll { $0 === connection }
+        acceptPaused = false
         guard let session = connection.session, agents[session]?.connection === connection else { return }
         let followed = agents[session]
         followed?.freeze?.finish()
@@ -591,8 +609,13 @@ public final class GuardService {
     private func readSessions() {
         sessionsStale = false
         guard let bus else { return }
+        // No fixed cap on sessions: a list that fills the room read again with twice as much.
         var infos = [xil_session_info](repeating: xil_session_info(), count: 256)
-        let count = xil_logind_sessions(bus, &infos, Int32(infos.count))
+        var count = xil_logind_sessions(bus, &infos, Int32(infos.count))
+        while count == infos.count {
+            infos = [xil_session_info](repeating: xil_session_info(), count: infos.count * 2)
+            count = xil_logind_sessions(bus, &infos, Int32(infos.count))
+        }
         let now = SystemClock.now().monotonic
         guard count >= 0 else {
             if logindReachable { logindLost("logind does not answer ListSessions: \(String(cString: strerror(-count)))", retry: false) }
@@ -603,7 +626,9 @@ public final class GuardService {
         for info in infos.prefix(Int(count)) {
             let session = SessionFacts(info)
             // A user's graphical X11 session: not a greeter's, not a tty, not Wayland.
-            guard session.type == "x11", session.sessionClass == "user", !session.remote else { continue }
+            // Remote ones too (xrdp's and TigerVNC's are Type x11; logind says Remote yes
+            // for VNC, no for xrdp): the admin's policy covers them as the seat's.
+            guard session.type == "x11", session.sessionClass == "user" else { continue }
             seen.insert(session.guarded.id)
             carryOut(machine.handle(.sessionSeen(session.guarded), at: now))
         }
@@ -621,7 +646,6 @@ struct SessionFacts {
     var guarded: GuardedSession
     var type: String
     var sessionClass: String
-    var remote: Bool
     var leader: UInt32
     var seat: String
 
@@ -631,10 +655,9 @@ struct SessionFacts {
             withUnsafeBytes(of: &field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }
         guarded = GuardedSession(id: text(&info.id), uid: info.uid, userName: text(&info.user), display: text(&info.display),
-                                 active: info.active != 0, lockedHint: info.locked_hint != 0)
+                                 active: info.active != 0, lockedHint: info.locked_hint != 0, remote: info.remote != 0)
         type = text(&info.type)
         sessionClass = text(&info.session_class)
-        remote = info.remote != 0
         leader = info.leader
         seat = text(&info.seat)
     }
@@ -666,12 +689,14 @@ final class FollowedAgent {
 /// The guard's listening socket as a source.
 final class GuardListener: EventSource {
     let fd: Int32
+    let paused: () -> Bool
     let onReady: () -> Void
-    init(fd: Int32, onReady: @escaping () -> Void) {
+    init(fd: Int32, paused: @escaping () -> Bool, onReady: @escaping () -> Void) {
         self.fd = fd
+        self.paused = paused
         self.onReady = onReady
     }
-    var pollInterest: (fd: Int32, events: PollEvents)? { (fd, .readable) }
+    var pollInterest: (fd: Int32, events: PollEvents)? { paused() ? nil : (fd, .readable) }
     func dispatch(_ events: PollEvents) { onReady() }
 }
 

@@ -106,6 +106,11 @@ int xil_peer_credentials(int fd, pid_t *pid, uid_t *uid);
  * the fd or -1 and errno (ENAMETOOLONG for a path that does not fit). */
 int xil_unix_listen(const char *path, int backlog);
 int xil_unix_connect(const char *path);
+/* The same, non-blocking: a listener whose queue is full answers EAGAIN at once
+ * instead of holding the caller in connect(2) until it accepts (the agent's loop
+ * must never wait on the guard). */
+int xil_unix_connect_nonblocking(const char *path);
+int xil_unix_connect_flags(const char *path, int flags);
 /* pidfd_open(2): an fd that becomes readable when the process ends, for a
  * process that is not our child. Returns the fd or -1 and errno. */
 int xil_pidfd_open(pid_t pid);
@@ -143,6 +148,9 @@ enum xil_wait_kind {
 };
 /* Reaps or handles one event: the pid (0 when none), its kind and value. */
 pid_t xil_guard_wait(enum xil_wait_kind *kind, int *value);
+/* RLIMIT_NOFILE's soft limit raised to the hard one (systemd leaves services at 1024):
+ * the new soft limit, or -1 and errno. */
+int xil_raise_descriptor_limit(void);
 /* Lets a tracee stopped in XIL_WAIT_SIGNAL go on with `signal` delivered (0: dropped). */
 int xil_trace_continue(pid_t pid, int signal);
 

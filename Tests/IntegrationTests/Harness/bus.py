@@ -16,6 +16,8 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
                                             JSON array of true and false, oldest first
     bus.py session-active [ID] true|false   the session's Active (PropertiesChanged); ID:
                                             that session, else XDG_SESSION_ID's
+    bus.py session-remote ID true|false     the session's Remote (PropertiesChanged), as
+                                            pam_systemd sets it for a VNC server's session
     bus.py block-inhibited VALUE            the manager's BlockInhibited (PropertiesChanged)
     bus.py upower-setup                     wait for UPower's mock (with a deadline)
     bus.py guard-setup SESSION_ID UID NAME DISPLAY
@@ -850,6 +852,9 @@ def main():
         else:
             target = session_object(bus)
         target.UpdateProperties(SESSION, {'Active': dbus.Boolean(args[-1] == 'true')}, dbus_interface=MOCK)
+    elif command == 'session-remote':
+        target = dbus.SystemBus().get_object(LOGIN1, f'{MANAGER_PATH}/session/{args[0]}', introspect=False)
+        target.UpdateProperties(SESSION, {'Remote': dbus.Boolean(args[1] == 'true')}, dbus_interface=MOCK)
     elif command == 'guard-setup':
         guard_setup(args)
     elif command == 'silent':
