@@ -583,8 +583,10 @@ fi
 #             in the unit's) and frozen there: the red frame within agent-grace + 2 s; her gdb
 #             against the guard's locker then cannot attach
 #   lockers   the agent's locker: her gdb -p cannot attach (it stays, red); kill -STOP is
-#             dropped (the locker not stopped, the screen red); killed 5 times in a row, a new
-#             locker each time within ~1 s (no back-off under the policy)
+#             dropped (the locker not stopped, the screen red); killed 5 times in a row, the
+#             agent starts the next at once (no back-off under the policy: 0.5 s) and its red
+#             frame is back within 2 s (the issue asks ~1 s; measured beside a lock on request
+#             from nothing, the control)
 if want j; then
     # a killed locker: the agent starts the next one at once (no back-off under the policy; its
     # 'locking (attempt N)' line), and its red frame follows: the brief asks ~1 s; under TCG the
@@ -690,11 +692,13 @@ print("self=" + opening("/proc/self/mem"), "agent=" + opening("/proc/%d/mem" % p
     fresh; fresh_guard
     G4=$(gnow)
     a=$(apid)
-    A xidlelock lock >/dev/null
-    wait_locker 10
-    fr=$("${Q[@]}" wait-frame locker -t 20)
+    # the control: a lock on request from nothing, its red frame from alice's command
+    tl=$(attack xidlelock lock)
+    fr=$("${Q[@]}" wait-frame locker -t 20); off=$(goffset)
+    if [ "${fr%% *}" = never ] || [ -z "$tl" ]; then LREQ=never; else LREQ=$(awk -v t="${fr%% *}" -v o="$off" -v a="$tl" 'BEGIN { printf "%.2f", t + o - a }'); fi
     sleep 1
     p=$(lockers | head -1)
+    note "the control: xidlelock lock as alice -> the red frame ${LREQ} s later (the agent's locker $p started from nothing)"
     if [ -n "$p" ] && [ "${fr%% *}" != never ]; then
         tr0=$(R awk '/TracerPid/ { print $2 }' "/proc/$p/status")
         GDB=$(A timeout 60 gdb -p "$p" -batch -ex 'call (void)exit(0)' 2>&1); grc=$?
@@ -745,7 +749,7 @@ print("self=" + opening("/proc/self/mem"), "agent=" + opening("/proc/%d/mem" % p
         check "(j) lockers: killed 5 times in a row, the agent starts a new locker each time within ${J_LIMIT_LOCKER} s (no back-off)" $KBAD \
             "$(IFS='|'; echo "${KILLS[*]}" | sed 's/|/; /g'); at the end: red frame $([ "${fr%% *}" != never ] && echo yes || echo NO), $(nlockers) locker, logind $h; the guard's loss or locker lines meanwhile: $gl"
         check "(j) lockers: the red frame back within ${J_LIMIT_RED} s of each kill" $RBAD \
-            "red again $(printf '%s\n' "${KILLS[@]}" | sed -n 's/.*red again \([0-9.a-z]*\) s.*/\1/p' | tr '\n' ' ')s after the kills (i3lock itself holds the keyboard 1.4 to 1.9 s after its start here, by the agent's log)"
+            "red again $(printf '%s\n' "${KILLS[@]}" | sed -n 's/.*red again \([0-9.a-z]*\) s.*/\1/p' | tr '\n' ' ')s after the kills (a lock on request from nothing: ${LREQ} s from the command to its red frame)"
         for k in 1 2 3 4 5; do [ -f "$XDL_RUN/frames-j-kill$k.json" ] && note "kill $k frames: $(jget runs <"$XDL_RUN/frames-j-kill$k.json")"; done
     else
         check "(j) lockers" 1 "not run: xidlelock lock gave no locker on screen (locker '${p:-none}', frame ${fr%% *})"
