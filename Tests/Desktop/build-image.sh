@@ -40,6 +40,8 @@ PACKAGES=(
     # lockers, the anchor (xss-lock), a player that holds the lock off
     i3lock xsecurelock xss-lock mpv ffmpeg
     openssh-server python3
+    # the attacks of scenario j: a debugger the session's user runs against the lockers
+    gdb
     # what the xidlelock .deb depends on (installed offline with dpkg -i)
     libc6 libxcb1 libxcb-screensaver0 libx11-6 libxss1 libxi6 libxres1 libsystemd0
 )

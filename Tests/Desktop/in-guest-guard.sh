@@ -16,6 +16,18 @@
 #                                          xidlelock in the unit's cgroup; with i3, the one running)
 #                                          every 0.2 s for SECONDS (its pid in /tmp/xdl-killer.pid,
 #                                          the guest time before its first kill in /tmp/xdl-killer.t0)
+# Scenario (j), the session's user's attacks with kernel.yama.ptrace_scope=1:
+#   xdl-guard.sh freeze AGENTPID           as alice, from a scope of her own user manager (a
+#                                          process of hers can only move between cgroups of her
+#                                          delegated tree): a sleep into the unit's cgroup (it
+#                                          stays populated), the agent into a sibling
+#                                          (app.slice/xdl-sideways), that frozen; prints the
+#                                          guest time just before the freeze
+#   xdl-guard.sh thaw AGENTPID             undoes it: thawed, the agent back, the sleep ended
+#   xdl-guard.sh killlocker PID SECONDS    as alice kill -9 PID (the agent's locker); waits until
+#                                          another i3lock runs in the agent's cgroup; prints its
+#                                          pid, the seconds from just before the kill (never) and
+#                                          that guest time
 set -u
 ENV='DISPLAY=:0 XAUTHORITY=/home/alice/.Xauthority XDG_RUNTIME_DIR=/run/user/1000 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus'
 alice() { runuser -u alice -- env $ENV "$@"; }
@@ -71,6 +83,39 @@ killer)
             i=$((i + 1)); sleep 0.2
         done' killer "$procs" "$1" </dev/null >/dev/null 2>&1 &
     for i in $(seq 50); do [ -s /tmp/xdl-killer.t0 ] && break; sleep 0.1; done
+    ;;
+freeze|thaw)
+    svc=/sys/fs/cgroup$(alice systemctl --user show -p ControlGroup --value xidlelock.service)
+    x=/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/xdl-sideways
+    if [ "$cmd" = freeze ]; then
+        alice systemd-run --user --scope --quiet sh -c '
+            sleep 900 </dev/null >/dev/null 2>&1 & echo $! >/tmp/xdl-sideways.sleep
+            echo $! >"$1/cgroup.procs" || exit 3
+            mkdir -p "$2" && echo "$3" >"$2/cgroup.procs" || exit 4
+            date +%s.%N; echo 1 >"$2/cgroup.freeze" || exit 5' freeze "$svc" "$x" "$1"
+    else
+        alice systemd-run --user --scope --quiet sh -c '
+            echo 0 >"$2/cgroup.freeze"; echo "$3" >"$1/cgroup.procs"
+            kill "$(cat /tmp/xdl-sideways.sleep)"; rm -f /tmp/xdl-sideways.sleep
+            for i in 1 2 3 4 5 6 7 8 9 10; do rmdir "$2" 2>/dev/null && exit 0; sleep 0.2; done; exit 6' thaw "$svc" "$x" "$1"
+    fi
+    ;;
+killlocker)
+    # the agent's cgroup.procs read with builtins: pgrep's /proc scan costs most of a second here
+    old=$1 procs=/sys/fs/cgroup$(alice systemctl --user show -p ControlGroup --value xidlelock.service)/cgroup.procs
+    t0=$(alice sh -c 'date +%s.%N; kill -9 "$1"' killlocker "$old" | head -1)   # the shell's kill: no exec after the clock
+    end=$(($(date +%s) + $2))
+    while [ "$(date +%s)" -lt "$end" ]; do
+        while read -r p; do
+            # an i3lock, not a child of another (i3lock's own fork)
+            [ "$p" != "$old" ] && read -r c </proc/$p/comm 2>/dev/null && [ "$c" = i3lock ] &&
+                read -r _ _ _ pp _ </proc/$p/stat 2>/dev/null && read -r pc </proc/$pp/comm 2>/dev/null &&
+                [ "$pc" != i3lock ] && { echo "$p $(since "$t0") $t0"; exit 0; }
+        done <"$procs"
+        sleep 0.02
+    done
+    echo "none never $t0"
+    exit 1
     ;;
 *) echo "xdl-guard.sh: unknown command $cmd" >&2; exit 2 ;;
 esac

@@ -12,7 +12,7 @@
                                    (after system_wakeup with --wake), each classed by its
                                    pixels: desktop (any of the solid green root shows),
                                    locker (almost all solid red) or other; prints a JSON
-                                   summary
+                                   summary (start: the wall-clock time of its 0 s)
   qmp.py wait-frame CLASS [-t S] [--save FILE]
                                    screendumps until one is of CLASS (desktop, locker,
                                    other): prints the wall-clock time of that frame and
@@ -126,7 +126,7 @@ def frames(q, seconds, wake, save):
     path = "/dev/shm/xdl-frame.ppm" if os.path.isdir("/dev/shm") else "/tmp/xdl-frame.ppm"
     if save:
         os.makedirs(save, exist_ok=True)
-    t0 = time.monotonic()
+    t0, start = time.monotonic(), time.time()
     if wake:
         q.cmd("system_wakeup")
     seq, firsts = [], {}
@@ -147,10 +147,13 @@ def frames(q, seconds, wake, save):
             runs.append([c, 1, t])
     count = {c: sum(1 for _, k in seq if k == c) for c in ("desktop", "locker", "other")}
     desk = [t for t, c in seq if c == "desktop"]
+    back = [t for t, c in seq if c == "locker" and desk and t > desk[-1]]
     return {
+        "start": round(start, 3),
         "frames": len(seq), "seconds": round(seconds, 1), **count,
         "first_desktop_s": desk[0] if desk else None, "last_desktop_s": desk[-1] if desk else None,
         "first_locker_s": round(firsts["locker"], 3) if "locker" in firsts else None,
+        "locker_after_desktop_s": back[0] if back else None,
         "runs": " ".join(f"{c}x{k}@{t:.2f}" for c, k, t in runs[:12]) + (" ..." if len(runs) > 12 else ""),
     }
 

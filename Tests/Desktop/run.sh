@@ -7,7 +7,7 @@
 #   Tests/Desktop/run.sh [--deb FILE] [--only a,b,...] [--keep] [--no-boot]
 #
 #   --deb FILE   the package to test (default: the newest dist/xidlelock_*.deb)
-#   --only LIST  scenarios to run (default all, in this order):
+#   --only LIST  scenarios to run (default all, in this order; j before i, which ends the session):
 #                a idle lock at the lock time, real input deferring it
 #                b loginctl lock-session; LockedHint/IdleHint; a lock made at agent start
 #                c a VT switch longer than the lock time: locked on return
@@ -22,6 +22,9 @@
 #                  locked and mask logged off within agent-grace + 2 s; root's doctor
 #                  --policy NOT met meanwhile; a package upgrade trips nothing (last: it
 #                  ends alice's session, and lightdm starts it again)
+#                j the guard against alice's own attacks with kernel.yama.ptrace_scope=1: the
+#                  agent's memory, an LD_PRELOAD of hers, the agent frozen in a sibling
+#                  cgroup, gdb -p / kill -STOP / kill -9 (5 times) against the lockers
 #   --keep       leave the VM running afterwards (Tests/Desktop/shutdown.sh stops it)
 #   --no-boot    use the VM that is already running (with --keep, for iterating)
 #
@@ -31,14 +34,14 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 REPO=$(cd "$HERE/../.." && pwd)
 
-DEB='' ONLY=a,b,c,d,e,f,g,h,i KEEP=0 BOOT=1
+DEB='' ONLY=a,b,c,d,e,f,g,h,i,j KEEP=0 BOOT=1
 while [ $# -gt 0 ]; do
     case $1 in
         --deb) DEB=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --no-boot) BOOT=0; shift ;;
-        *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 [ -n "$DEB" ] || DEB=$(ls -t "$REPO"/dist/xidlelock_*.deb 2>/dev/null | head -1)
@@ -483,7 +486,8 @@ fi
 # XDL_GUARD_AGENT=i3 runs the same with the agent started from i3's exec instead (in the
 # session's scope; the README's other way): systemctl --user stop and mask become a kill
 # (SIGTERM) and a kill -9, as no unit runs that agent.
-if want i; then
+# the guard's helpers, for (i) and (j)
+if want i || want j; then
     GA=${XDL_GUARD_AGENT:-unit}
     GRACE=5                      # the policy's agent-grace, seconds
     LIMIT=$((GRACE + 2))         # the issue's bound: agent-grace + 2 s
@@ -491,7 +495,7 @@ if want i; then
     xdl_ssh root "cat >/tmp/xdl-guard.sh && chmod 755 /tmp/xdl-guard.sh" <"$HERE/in-guest-guard.sh"
     XG() { R /tmp/xdl-guard.sh "$@"; }
     write_policy() {    # ON-AGENT-LOST GRACE-SECONDS
-        printf '%s\n' "# Tests/Desktop/run.sh, scenario (i)" "locker $LOCKER" "max-lock-after 10m" \
+        printf '%s\n' "# Tests/Desktop/run.sh, scenarios (i) and (j)" "locker $LOCKER" "max-lock-after 10m" \
             "on-agent-lost $1" "agent-grace ${2}s" |
             RS "install -d -m 755 /etc/xidlelock && cat >$GPOLICY.tmp && chmod 644 $GPOLICY.tmp && mv -f $GPOLICY.tmp $GPOLICY"
     }
@@ -563,6 +567,208 @@ if want i; then
         start_agent
         VER=$(XG verified "$g" 30 "$GA") || note "the agent did not register again within 30 s ($VER)"
     }
+fi
+
+# ---- (j) the guard against its session's user, kernel.yama.ptrace_scope=1 -----------------------
+# The policy of (i) (on-agent-lost lock, agent-grace 5 s), Yama's ptrace_scope set to 1 by root
+# (restored after), each attack alice's own (runuser from root's ssh, or a scope of her user
+# manager where a process of hers must be in her delegated cgroup tree):
+#   memory    her python3 opens /proc/AGENT/mem for writing and PTRACE_ATTACHes the agent: both
+#             refused (the binary is 0711, so the kernel starts the agent non-dumpable); her
+#             own /proc/self/mem opens (the control)
+#   preload   her unit restarted with LD_PRELOAD of a library she owns: the guard refuses that
+#             agent, root's doctor --policy says NOT met, the red frame within agent-grace + 2 s
+#             of the unit's stop
+#   sideways  the agent moved into a sibling cgroup of her user@1000.service tree (a sleep left
+#             in the unit's) and frozen there: the red frame within agent-grace + 2 s; her gdb
+#             against the guard's locker then cannot attach
+#   lockers   the agent's locker: her gdb -p cannot attach (it stays, red); kill -STOP is
+#             dropped (the locker not stopped, the screen red); killed 5 times in a row, the
+#             agent starts the next at once (no back-off under the policy: 0.5 s) and its red
+#             frame is back within 2 s (the issue asks ~1 s; measured beside a lock on request
+#             from nothing, the control)
+if want j; then
+    # a killed locker: the agent starts the next one at once (no back-off under the policy; its
+    # 'locking (attempt N)' line), and its red frame follows: the brief asks ~1 s; under TCG the
+    # fork and exec alone of i3lock take 0.5 to 1.5 s here and it maps its window 0.5 s later
+    J_LIMIT_LOCKER=0.5
+    J_LIMIT_RED=2
+    UNLOCKS=() UNLOCK_BAD=0
+    yama0=$(R cat /proc/sys/kernel/yama/ptrace_scope)
+    R sysctl -q kernel.yama.ptrace_scope=1
+    yama1=$(R cat /proc/sys/kernel/yama/ptrace_scope)
+    fresh
+    set_config "lock-after 10m" "locker $LOCKER"    # no lock of the agent's own during (j)
+    write_policy lock $GRACE
+    G0=$(gnow)
+    R systemctl restart xidlelock-guard.service
+    restart_agent
+    VER=$(XG verified "$G0" 30 unit); rc=$?
+    check "(j) setup: ptrace_scope=1, the unit's agent verified by the guard" $([ "$rc" = 0 ] && [ "$yama1" = 1 ]; echo $?) \
+        "kernel.yama.ptrace_scope $yama0 -> $yama1; agent pid $(apid) $([ "$rc" = 0 ] && echo "verified ${VER#* } s after the guard's restart" || echo "NOT verified in 30 s")"
+
+    # 1. memory
+    a=$(apid)
+    mode=$(R stat -L -c '%a %U:%G' "$(R readlink -f /usr/bin/xidlelock)")
+    memown=$(R stat -c %U "/proc/$a/mem")
+    MEM=$(A python3 -c '
+import ctypes, errno, os, sys
+pid = int(sys.argv[1])
+def opening(path):
+    try:
+        os.close(os.open(path, os.O_RDWR)); return "opened"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.ptrace(16, pid, None, None)   # PTRACE_ATTACH
+at = "attached" if r == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+if r == 0:
+    libc.ptrace(17, pid, None, None)   # PTRACE_DETACH: a FAIL, but the agent goes on
+print("self=" + opening("/proc/self/mem"), "agent=" + opening("/proc/%d/mem" % pid), "attach=" + at)' "$a" 2>&1)
+    alive=$(R sh -c "kill -0 $a && echo alive || echo gone")
+    ok=1
+    [ "${mode%% *}" = 711 ] && [[ $MEM == "self=opened agent=EACCES "* || $MEM == "self=opened agent=EPERM "* ]] \
+        && [[ $MEM == *" attach=EPERM" ]] && [ "$alive" = alive ] && ok=0
+    check "(j) memory: alice cannot open /proc/AGENT/mem for writing nor attach" $ok \
+        "the installed binary $mode; agent pid $a, its /proc/PID/mem owned by $memown (non-dumpable); alice's python3: $MEM; the agent then $alive"
+
+    # 2. preload: the unit's agent with a library of alice's preloaded
+    SO=$(mktemp -d)/preload.so
+    if cc -shared -fPIC -O2 -o "$SO" "$HERE/preload.c"; then
+        xdl_ssh root "cat >/home/alice/xdl-preload.so && chown alice:alice /home/alice/xdl-preload.so && chmod 755 /home/alice/xdl-preload.so" <"$SO"
+        rm -rf "${SO%/*}"
+        fresh; fresh_guard
+        R rm -f /tmp/xdl-preload.log
+        a=$(apid); G0=$(gnow)
+        unit set-environment LD_PRELOAD=/home/alice/xdl-preload.so
+        ta=$(attack systemctl --user restart xidlelock.service)
+        wait_red "$ta" preload
+        tu=$(unit_stopping "$G0"); su=$(from_stop "$ta" "$LOCK_S" "$tu")
+        a2=$(apid)
+        loaded=$(R cat /tmp/xdl-preload.log 2>/dev/null | tr '\n' ' ' | sed 's/ $//')
+        inmaps=$(R grep -c xdl-preload.so "/proc/$a2/maps" 2>/dev/null)
+        doctor_root
+        refused=$(guard_log "$G0" | grep -m1 -E "refus.*$a2|$a2.*refus|LD_PRELOAD" | cut -c1-200)
+        ok=1
+        within "$su" && [ "$DOC_RC" != 0 ] && grep -q '^NOT MET *guard' <<<"$DOC" && [ -n "$refused" ] && ok=0
+        check "(j) preload: the agent with alice's LD_PRELOAD refused -> locked" $ok \
+            "the red locker frame ${su} s after the unit's stop began (${LOCK_S} s after systemctl --user restart began; bound ${LIMIT} s); the new agent pid $a2 loaded the library (its log: ${loaded:-nothing}; in its maps: ${inmaps:-?} lines); root's doctor --policy: exit $DOC_RC, $(grep -m1 -E '^(NOT MET|met) +guard' <<<"$DOC" | cut -c1-100); guard: ${refused:-no refusal logged}"
+        unit unset-environment LD_PRELOAD
+        R rm -f /home/alice/xdl-preload.so /tmp/xdl-preload.log
+        G0=$(gnow); unit restart xidlelock.service
+        VER=$(XG verified "$G0" 30 unit) || note "the agent did not register again within 30 s ($VER)"
+        unlock_after "preload"
+    else
+        check "(j) preload: the agent with alice's LD_PRELOAD refused -> locked" 1 "not run: cc could not build $HERE/preload.c on the host"
+    fi
+
+    # 3. sideways freeze, then alice's debugger against the guard's locker
+    fresh; fresh_guard
+    a=$(apid); G0=$(gnow)
+    ta=$(XG freeze "$a" 2>&1 | tail -1)
+    [[ $ta =~ ^[0-9]+\.[0-9]+$ ]] || { note "the freeze failed: $ta"; ta=''; }
+    wait_red "$ta" sideways
+    where=$(R sh -c "cut -d: -f3 /proc/$a/cgroup; cat /sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/xdl-sideways/cgroup.events 2>/dev/null" | tr '\n' ' ' | sed 's/ $//')
+    check "(j) sideways: the agent frozen in a sibling cgroup -> locked" $(within "$LOCK_S"; echo $?) \
+        "the red locker frame ${LOCK_S} s after echo 1 > cgroup.freeze (bound ${LIMIT} s); the agent pid $a in $where: $(parts "$G0" "$ta" "$LOCK_S"); guard: $(lost_why "$G0")"
+    gl=$(lockers | head -1)
+    if [ -n "$gl" ]; then
+        tr0=$(R awk '/TracerPid/ { print $2 }' "/proc/$gl/status")
+        GDB=$(A timeout 60 gdb -p "$gl" -batch -ex 'call (void)exit(0)' 2>&1 | grep -iE 'ptrace|denied|permitted|attach' | head -2 | tr '\n' ' ' | cut -c1-160)
+        sleep 1
+        gl2=$(lockers | head -1); fr=$("${Q[@]}" wait-frame locker -t 5)
+        gp=$(R systemctl show -p MainPID --value xidlelock-guard.service)
+        check "(j) sideways: alice's gdb cannot attach to the guard's locker" $([ "$gl2" = "$gl" ] && [ "${fr%% *}" != never ] && [ "$tr0" = "$gp" ]; echo $?) \
+            "the guard's locker pid $gl (traced by pid $tr0, the guard $gp); gdb -p: ${GDB:-no message}; then locker ${gl2:-none}, red frame $([ "${fr%% *}" != never ] && echo yes || echo NO)"
+    else
+        check "(j) sideways: alice's gdb cannot attach to the guard's locker" 1 "no locker to attack"
+    fi
+    XG thaw "$a" || note "thaw: exit $?"
+    G0=$(gnow); unit restart xidlelock.service
+    VER=$(XG verified "$G0" 30 unit) || note "the agent did not register again within 30 s ($VER)"
+    unlock_after "sideways freeze"
+
+    # 4. the agent's locker under the policy
+    fresh; fresh_guard
+    G4=$(gnow)
+    a=$(apid)
+    # the control: a lock on request from nothing, its red frame from alice's command
+    tl=$(attack xidlelock lock)
+    fr=$("${Q[@]}" wait-frame locker -t 20); off=$(goffset)
+    if [ "${fr%% *}" = never ] || [ -z "$tl" ]; then LREQ=never; else LREQ=$(awk -v t="${fr%% *}" -v o="$off" -v a="$tl" 'BEGIN { printf "%.2f", t + o - a }'); fi
+    sleep 1
+    p=$(lockers | head -1)
+    note "the control: xidlelock lock as alice -> the red frame ${LREQ} s later (the agent's locker $p started from nothing)"
+    if [ -n "$p" ] && [ "${fr%% *}" != never ]; then
+        tr0=$(R awk '/TracerPid/ { print $2 }' "/proc/$p/status")
+        GDB=$(A timeout 60 gdb -p "$p" -batch -ex 'call (void)exit(0)' 2>&1); grc=$?
+        GDBM=$(grep -iE 'ptrace|denied|permitted|attach' <<<"$GDB" | head -2 | tr '\n' ' ' | cut -c1-160)
+        sleep 1
+        p2=$(lockers | head -1); fr=$("${Q[@]}" wait-frame locker -t 5); h=$(hints)
+        check "(j) lockers: alice's gdb -p LOCKER -batch -ex 'call (void)exit(0)' -> still locked" \
+            $([ "$p2" = "$p" ] && [ "${fr%% *}" != never ] && [[ $h == *LockedHint=yes* ]] && [ "$tr0" = "$a" ]; echo $?) \
+            "the agent's locker pid $p, traced by pid $tr0 (the agent $a); gdb exit $grc: ${GDBM:-no message}; then the locker ${p2:-none}, red frame $([ "${fr%% *}" != never ] && echo yes || echo NO), logind $h"
+
+        A kill -STOP "$p"
+        sleep 1
+        st=$(R awk '{ print $3 }' "/proc/$p/stat")
+        FRAMES=$("${Q[@]}" frames -t 3)
+        st2=$(R awk '{ print $3 }' "/proc/$p/stat")
+        check "(j) lockers: kill -STOP LOCKER dropped, the screen stays red" \
+            $([ "$st" != T ] && [ "$st" != t ] && [ "$st2" != T ] && [ "$st2" != t ] && [ "$(fr desktop)" = 0 ] && [ "$(fr locker)" -gt 0 ]; echo $?) \
+            "the locker pid $p's state 1 s after kill -STOP: $st, 4 s after: $st2 (T or t would be stopped); $(fr frames) frames sampled in 3 s: $(fr locker) red, $(fr desktop) desktop"
+        A kill -CONT "$p"
+
+        # each kill: alice's kill (her shell's clock) -> the agent's "killed by signal 9" line ->
+        # the new locker process (the guest polls the unit's cgroup) -> the red frame again (the
+        # first locker screendump after the last desktop one, brought to the guest's clock)
+        KILLS=() KBAD=0 RBAD=0 cur=$p
+        for k in 1 2 3 4 5; do
+            "${Q[@]}" frames -t 5 >"$XDL_RUN/frames-j-kill$k.json" & fpid=$!
+            sleep 0.3
+            out=$(XG killlocker "$cur" 10)
+            wait "$fpid"; FRAMES=$(cat "$XDL_RUN/frames-j-kill$k.json"); off=$(goffset)
+            read -r new s tk <<<"$out"
+            AL=$(agent_log "$tk")
+            ag=$(awk -v t="$tk" '/the locker was killed/ && $1 >= t { printf "%.2f", $1 - t; exit }' <<<"$AL")
+            ag2=$(awk -v t="$tk" '/locking .*\(attempt [0-9]+\)/ && $1 >= t { printf "%.2f", $1 - t; exit }' <<<"$AL")
+            if [ "$(fr desktop)" = 0 ]; then red=0
+            elif [ "$(fr locker_after_desktop_s)" = null ]; then red=never
+            else red=$(awk -v st="$(fr start)" -v b="$(fr locker_after_desktop_s)" -v o="$off" -v t="$tk" 'BEGIN { printf "%.2f", st + b + o - t }'); fi
+            span=$(awk -v a="$(fr first_desktop_s)" -v b="$(fr locker_after_desktop_s)" 'BEGIN { if (a == "null" || b == "null") print 0; else printf "%.2f", b - a }')
+            KILLS+=("#$k: $cur killed -> the agent's 'killed' line ${ag:-never} s, its 'locking (attempt N)' ${ag2:-never} s -> the new locker process ${new} (exec'd) ${s} s -> red again ${red} s (the desktop on screen ${span} s, $(fr desktop) of $(fr frames) frames)")
+            awk -v s="${ag2:-never}" -v l="$J_LIMIT_LOCKER" 'BEGIN { exit !(s != "never" && s <= l) }' || KBAD=1
+            awk -v s="$red" -v l="$J_LIMIT_RED" 'BEGIN { exit !(s != "never" && s <= l) }' || RBAD=1
+            [ "$new" = none ] && break
+            cur=$new
+            sleep 1
+        done
+        fr=$("${Q[@]}" wait-frame locker -t 5); h=$(hints)
+        [ "${fr%% *}" != never ] && [[ $h == *LockedHint=yes* ]] || KBAD=1
+        gl=$(guard_log "$G4" | grep -cE "policy's locker|NOT guarded")
+        check "(j) lockers: killed 5 times in a row, the agent starts a new locker each time within ${J_LIMIT_LOCKER} s (no back-off)" $KBAD \
+            "$(IFS='|'; echo "${KILLS[*]}" | sed 's/|/; /g'); at the end: red frame $([ "${fr%% *}" != never ] && echo yes || echo NO), $(nlockers) locker, logind $h; the guard's loss or locker lines meanwhile: $gl"
+        check "(j) lockers: the red frame back within ${J_LIMIT_RED} s of each kill" $RBAD \
+            "red again $(printf '%s\n' "${KILLS[@]}" | sed -n 's/.*red again \([0-9.a-z]*\) s.*/\1/p' | tr '\n' ' ')s after the kills (a lock on request from nothing: ${LREQ} s from the command to its red frame)"
+        for k in 1 2 3 4 5; do [ -f "$XDL_RUN/frames-j-kill$k.json" ] && note "kill $k frames: $(jget runs <"$XDL_RUN/frames-j-kill$k.json")"; done
+    else
+        check "(j) lockers" 1 "not run: xidlelock lock gave no locker on screen (locker '${p:-none}', frame ${fr%% *})"
+    fi
+    u=ok; unlock || u="not by typing the password"
+    sleep 3; [ -n "$(lockers)" ] && { u="locked again 3 s after the unlock"; unlock; }
+    UNLOCKS+=("lockers: the agent's own locker, unlock $u"); [ "$u" = ok ] || UNLOCK_BAD=1
+    check "(j) after each attack the agent is back, the password unlocks, nothing relocks" $((UNLOCK_BAD)) \
+        "$(IFS='|'; echo "${UNLOCKS[*]}" | sed 's/|/; /g')"
+
+    R sysctl -q "kernel.yama.ptrace_scope=$yama0"
+    R rm -f "$GPOLICY"
+    R systemctl restart xidlelock-guard.service
+    set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
+    restart_agent
+    note "ptrace_scope back to $(R cat /proc/sys/kernel/yama/ptrace_scope); no policy"
+fi
+
+if want i; then
     DOCS=() UNLOCKS=() DOC_BAD=0 UNLOCK_BAD=0
 
     fresh
