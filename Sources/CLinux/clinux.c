@@ -386,9 +386,10 @@ enum xil_wait_kind xil_child_wait(pid_t pid, int *value) {
     *value = sig;
     if (status >> 16 == PTRACE_EVENT_STOP) {
         /* A group-stop (stopped before the seize, or by a stop signal that got
-         * through): PTRACE_CONT ends it for the tracee. */
+         * through): PTRACE_CONT ends it for the tracee. Its SIGTRAP form is no stop
+         * signal but the kernel's note of a SIGCONT or an interrupt: not reported. */
         ptrace(PTRACE_CONT, pid, NULL, NULL);
-        return XIL_WAIT_STOPPED;
+        return is_stop_signal(sig) ? XIL_WAIT_STOPPED : XIL_WAIT_OTHER;
     }
     if (is_stop_signal(sig)) {
         /* A signal-delivery-stop of a stop signal: dropped. */
