@@ -663,6 +663,36 @@ static int on_guard_session_signal(sd_bus_message *m, void *userdata, sd_bus_err
     return 0;
 }
 
+/* The session properties no guard decision reads: agents and logind change them all the
+ * time, and re-reading a session for each would make every change cost the guard work. */
+static int guard_ignores(const char *name) {
+    return strcmp(name, "IdleHint") == 0 || strcmp(name, "IdleSinceHint") == 0 ||
+           strcmp(name, "IdleSinceHintMonotonic") == 0;
+}
+
+static int visit_guarded_change(sd_bus_message *m, const char *key, void *context) {
+    (void)m;
+    if (!guard_ignores(key)) *(int *)context = 1;
+    return 0;
+}
+
+/* One session's PropertiesChanged: that session read again, and only when a property
+ * the guard reads changed (or was invalidated). */
+static int on_guard_session_properties(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error; (void)userdata;
+    if (!from_owner(&guard_logind.login1, m, "a session signal")) return 0;
+    const char *interface = NULL, *invalidated = NULL, *path = p_sd_bus_message_get_path(m);
+    int wanted = 0;
+    int r = p_sd_bus_message_read(m, "s", &interface);
+    if (r >= 0) r = read_properties(m, visit_guarded_change, &wanted);
+    if (r >= 0) r = p_sd_bus_message_enter_container(m, 'a', "s");
+    while (r >= 0 && (r = p_sd_bus_message_read(m, "s", &invalidated)) > 0)
+        if (!guard_ignores(invalidated)) wanted = 1;
+    /* A message it cannot read is read again from logind: it costs one session's read. */
+    if ((r < 0 || wanted) && path) guard_logind.cb->session_changed(guard_logind.cb->context, path);
+    return 0;
+}
+
 int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *cb) {
     guard_logind.cb = cb;
     guard_logind.login1 = (struct followed_name){.name = LOGIN1, .cb = cb, .changed = guard_owner_changed};
@@ -675,7 +705,7 @@ int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *cb) 
         r = p_sd_bus_add_match_async(bus, NULL,
                                      "type='signal',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
                                      "path_namespace='/org/freedesktop/login1/session'",
-                                     on_guard_session_signal, NULL, NULL);
+                                     on_guard_session_properties, NULL, NULL);
     return r < 0 ? r : 0;
 }
 
@@ -704,6 +734,17 @@ static int visit_session(sd_bus_message *m, const char *key, void *context) {
     return 0;
 }
 
+int xil_logind_session_at(sd_bus *bus, const char *path, struct xil_session_info *info) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *props = NULL;
+    memset(info, 0, sizeof *info);
+    int r = p_sd_bus_call_method(bus, LOGIN1, path, "org.freedesktop.DBus.Properties", "GetAll", &error, &props, "s", SESSION);
+    if (r >= 0) r = read_properties(props, visit_session, info);
+    if (props) p_sd_bus_message_unref(props);
+    p_sd_bus_error_free(&error);
+    return r < 0 ? r : 0;
+}
+
 int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max) {
     sd_bus_error error = SD_BUS_ERROR_NULL;
     sd_bus_message *reply = NULL;
@@ -715,19 +756,8 @@ int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max)
         uint32_t uid = 0;
         r = p_sd_bus_message_read(reply, "(susso)", &id, &uid, &user, &seat, &path);
         if (r <= 0) break;
-        struct xil_session_info *s = &sessions[count];
-        memset(s, 0, sizeof *s);
-        snprintf(s->id, sizeof s->id, "%s", id);
-        snprintf(s->user, sizeof s->user, "%s", user);
-        s->uid = uid;
-        sd_bus_error e = SD_BUS_ERROR_NULL;
-        sd_bus_message *props = NULL;
-        int q = p_sd_bus_call_method(bus, LOGIN1, path, "org.freedesktop.DBus.Properties", "GetAll", &e, &props, "s", SESSION);
-        if (q >= 0) q = read_properties(props, visit_session, s);
-        if (props) p_sd_bus_message_unref(props);
-        p_sd_bus_error_free(&e);
         /* A session gone between the list and the read is simply not listed. */
-        if (q >= 0) count++;
+        if (xil_logind_session_at(bus, path, &sessions[count]) >= 0) count++;
     }
     if (reply) p_sd_bus_message_unref(reply);
     p_sd_bus_error_free(&error);

@@ -19,7 +19,8 @@
     X(sd_bus_message_exit_container) X(sd_bus_message_skip) X(sd_bus_message_read_basic) \
     X(sd_bus_message_is_method_error) X(sd_bus_message_get_error) \
     X(sd_bus_message_get_bus) X(sd_bus_add_match_async) X(sd_bus_slot_unref) \
-    X(sd_bus_message_ref) X(sd_bus_get_n_queued_write) X(sd_bus_message_get_member)
+    X(sd_bus_message_ref) X(sd_bus_get_n_queued_write) X(sd_bus_message_get_member) \
+    X(sd_bus_message_get_path)
 
 
 /* Each `p_f` has the type of `f` in sd-bus.h, so the compiler checks every call. */

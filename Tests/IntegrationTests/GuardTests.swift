@@ -355,7 +355,7 @@ struct GuardTests {
     @Test("g. a remote X11 session (logind Remote yes, as TigerVNC's vncsession makes it) is guarded as a local one: its agent verified, root's doctor names it remote and met; kill -9 of the agent locks it within agent-grace + 2 s")
     func remoteSession() async throws {
         try await GuardSession.with(startGuard: false) { g in
-            _ = try await g.s.bus("session-remote", guardSessionID, "true")
+            _ = try await g.s.bus("session-set", guardSessionID, "Remote", "true")
             try await g.startGuard()
             let agent = try await g.startVerifiedAgent()
             let met = try await g.rootDoctor()
@@ -365,6 +365,33 @@ struct GuardTests {
             let killedAt = ContinuousClock.now
             _ = try await agent.waitForExit()
             _ = try await g.expectGuardLocker(since: killedAt, figure: "g. remote session, kill -9")
+        }
+    }
+
+    // MARK: i. a property change costs its own session's work (#36)
+
+    @Test("i. six sessions: 20 IdleHint changes of one cost the guard no read of any session; a LockedHint change reads that one session again, and only it")
+    func propertyChangeCostsOneSession() async throws {
+        try await GuardSession.with { g in
+            _ = try await g.startVerifiedAgent()
+            for n in 1...5 { _ = try await g.s.bus("session-add", "x\(n)", String(strangerUserID), "u\(strangerUserID)", ":9\(n)") }
+            // Each new session read once; then quiet.
+            func reads(_ session: String) -> Int {
+                g.s.contents("logind-1.log").components(separatedBy: "GetAll /org/freedesktop/login1/session/\(session) ").count - 1
+            }
+            let all = [guardSessionID] + (1...5).map { "x\($0)" }
+            try await g.wait("the guard to read the five new sessions") { (1...5).allSatisfy { reads("x\($0)") > 0 } }
+            _ = try await g.rootDoctor()
+            let before = Dictionary(uniqueKeysWithValues: all.map { ($0, reads($0)) })
+            for n in 0..<20 { _ = try await g.s.bus("session-set", guardSessionID, "IdleHint", n % 2 == 0 ? "true" : "false") }
+            _ = try await g.s.bus("session-set", guardSessionID, "LockedHint", "false")
+            // The LockedHint change is read (the guard's read of g1 shows in the mock's log).
+            try await g.wait("the guard to read session \(guardSessionID) after its LockedHint changed") { reads(guardSessionID) > before[guardSessionID]! }
+            _ = try await g.rootDoctor()
+            let grown = Dictionary(uniqueKeysWithValues: all.map { ($0, reads($0) - before[$0]!) })
+            print("guard figure (i. 20 IdleHint and 1 LockedHint changes of \(guardSessionID) among 6 sessions): GetAll per session \(grown.sorted { $0.key < $1.key })")
+            #expect(grown[guardSessionID] == 1, "session \(guardSessionID) read \(grown[guardSessionID] ?? -1) times for 21 changes, one of them read\n\(g.guardLog)")
+            #expect((1...5).allSatisfy { grown["x\($0)"] == 0 }, "other sessions read again: \(grown)")
         }
     }
 

@@ -26,6 +26,9 @@ public final class GuardService {
     /// What each verified agent reported at its registration, for root's evidence.
     private var statuses: [String: JSONValue] = [:]
     private var sessionsStale = true
+    /// Sessions (logind object paths) one of whose properties the guard reads changed:
+    /// each read again alone, so that a change costs the work of its own session only.
+    private var changedSessions: Set<String> = []
     /// Every followed agent's cgroup tree, watched for a freeze: one inotify instance for all.
     private lazy var cgroupTrees: CgroupTrees = {
         let trees = CgroupTrees()
@@ -91,9 +94,9 @@ public final class GuardService {
             loop.add(AuditTrail.shared)
             loop.add(LogCounts())
             loop.add(try GuardDeadline(next: { [unowned self] in
-                sessionsStale ? MonotonicInstant(.zero) : machine.nextDeadline
+                sessionsStale || !changedSessions.isEmpty ? MonotonicInstant(.zero) : machine.nextDeadline
             }) { [unowned self] in
-                if sessionsStale { readSessions() }
+                if sessionsStale { readSessions() } else { readChangedSessions() }
                 carryOut(machine.handle(.tick, at: SystemClock.now().monotonic))
                 answerQuestions()
             })
@@ -567,6 +570,10 @@ public final class GuardService {
         callbacks.pointee.sessions_changed = { context in
             Unmanaged<GuardService>.fromOpaque(context!).takeUnretainedValue().sessionsStale = true
         }
+        callbacks.pointee.session_changed = { context, path in
+            guard let path else { return }
+            Unmanaged<GuardService>.fromOpaque(context!).takeUnretainedValue().changedSessions.insert(String(cString: path))
+        }
         callbacks.pointee.forged = { context, sender, what in
             Log.limited("forged logind signals dropped", "dropped \(what.map { String(cString: $0) } ?? "a signal") claiming to be logind's from \(sender.map { String(cString: $0) } ?? "?")")
         }
@@ -605,9 +612,41 @@ public final class GuardService {
         loop.add(RetryTimer(at: SystemClock.now().monotonic + .seconds(2)) { [unowned self] in connectBus() })
     }
 
-    /// Reads every session again (a signal said something changed; never polled).
+    /// Reads again each session one of whose properties changed, alone.
+    private func readChangedSessions() {
+        let paths = changedSessions
+        changedSessions = []
+        guard let bus else { return }
+        let now = SystemClock.now().monotonic
+        for path in paths.sorted() {
+            var info = xil_session_info()
+            // Gone: SessionRemoved says so (and reads the list again).
+            guard xil_logind_session_at(bus, path, &info) >= 0 else { continue }
+            let session = SessionFacts(info)
+            if GuardService.guards(session) {
+                carryOut(machine.handle(.sessionSeen(session.guarded), at: now))
+            } else if machine.sessions[session.guarded.id] != nil {
+                forget(session.guarded.id, at: now)
+            }
+        }
+    }
+
+    /// A user's graphical X11 session: not a greeter's, not a tty, not Wayland. Remote
+    /// ones too (xrdp's and TigerVNC's are Type x11; logind says Remote yes for VNC, no
+    /// for xrdp): the admin's policy covers them as the seat's.
+    static func guards(_ session: SessionFacts) -> Bool { session.type == "x11" && session.sessionClass == "user" }
+
+    private func forget(_ id: String, at now: MonotonicInstant) {
+        carryOut(machine.handle(.sessionGone(id: id), at: now))
+        agents[id]?.freeze?.finish()
+        agents[id] = nil
+        statuses[id] = nil
+    }
+
+    /// Reads every session again (one came or went, logind's owner changed; never polled).
     private func readSessions() {
         sessionsStale = false
+        changedSessions = []
         guard let bus else { return }
         // No fixed cap on sessions: a list that fills the room read again with twice as much.
         var infos = [xil_session_info](repeating: xil_session_info(), count: 256)
@@ -625,19 +664,11 @@ public final class GuardService {
         var seen: Set<String> = []
         for info in infos.prefix(Int(count)) {
             let session = SessionFacts(info)
-            // A user's graphical X11 session: not a greeter's, not a tty, not Wayland.
-            // Remote ones too (xrdp's and TigerVNC's are Type x11; logind says Remote yes
-            // for VNC, no for xrdp): the admin's policy covers them as the seat's.
-            guard session.type == "x11", session.sessionClass == "user" else { continue }
+            guard GuardService.guards(session) else { continue }
             seen.insert(session.guarded.id)
             carryOut(machine.handle(.sessionSeen(session.guarded), at: now))
         }
-        for id in machine.sessions.keys where !seen.contains(id) {
-            carryOut(machine.handle(.sessionGone(id: id), at: now))
-            agents[id]?.freeze?.finish()
-            agents[id] = nil
-            statuses[id] = nil
-        }
+        for id in machine.sessions.keys where !seen.contains(id) { forget(id, at: now) }
     }
 }
 

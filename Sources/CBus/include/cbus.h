@@ -39,9 +39,13 @@ struct xil_desktop_callbacks {
      * new), or none; first told once the bus answers who owns it. */
     void (*logind_owner)(void *context, int owned);
     void (*log)(void *context, int level, const char *message); /* 0 debug .. 3 error */
-    /* The guard: logind's sessions changed (one came, went, or changed a property),
-     * or logind's owner changed; read them again with xil_logind_sessions. */
+    /* The guard: logind's sessions came or went, or logind's owner changed; read them
+     * all again with xil_logind_sessions. */
     void (*sessions_changed)(void *context);
+    /* The guard: one session (its object path) changed a property the guard reads (not
+     * IdleHint and its kin, which agents and logind change all the time); read that
+     * session again with xil_logind_session_at. */
+    void (*session_changed)(void *context, const char *path);
 };
 
 /* Loads libsystemd.so.0. 0, or -1 with a reason in `error`. */
@@ -125,6 +129,8 @@ struct xil_session_info {
  * PropertiesChanged, taken only from logind's own connection, and a change of
  * logind's owner; each calls sessions_changed. 0 or -errno. */
 int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
+/* One session, by its object path: 0 or -errno (gone, logind unreachable). */
+int xil_logind_session_at(sd_bus *bus, const char *path, struct xil_session_info *info);
 /* Every session (at most `max`): their count, or -errno (logind unreachable). */
 int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max);
 /* The session of a process of `uid`: logind's GetSessionByPID, or for a process in

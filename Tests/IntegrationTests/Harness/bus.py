@@ -16,8 +16,12 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
                                             JSON array of true and false, oldest first
     bus.py session-active [ID] true|false   the session's Active (PropertiesChanged); ID:
                                             that session, else XDG_SESSION_ID's
-    bus.py session-remote ID true|false     the session's Remote (PropertiesChanged), as
-                                            pam_systemd sets it for a VNC server's session
+    bus.py session-set ID PROPERTY true|false
+                                            a boolean property of session ID (Remote, as
+                                            pam_systemd sets it for a VNC server's session;
+                                            IdleHint; LockedHint), with its PropertiesChanged
+    bus.py session-add ID UID NAME DISPLAY  another x11 session of class user, not active
+                                            (SessionNew)
     bus.py block-inhibited VALUE            the manager's BlockInhibited (PropertiesChanged)
     bus.py upower-setup                     wait for UPower's mock (with a deadline)
     bus.py guard-setup SESSION_ID UID NAME DISPLAY
@@ -852,9 +856,18 @@ def main():
         else:
             target = session_object(bus)
         target.UpdateProperties(SESSION, {'Active': dbus.Boolean(args[-1] == 'true')}, dbus_interface=MOCK)
-    elif command == 'session-remote':
+    elif command == 'session-set':
         target = dbus.SystemBus().get_object(LOGIN1, f'{MANAGER_PATH}/session/{args[0]}', introspect=False)
-        target.UpdateProperties(SESSION, {'Remote': dbus.Boolean(args[1] == 'true')}, dbus_interface=MOCK)
+        target.UpdateProperties(SESSION, {args[1]: dbus.Boolean(args[2] == 'true')}, dbus_interface=MOCK)
+    elif command == 'session-add':
+        session_id, uid, name, display = args
+        bus = dbus.SystemBus()
+        m = manager(bus)
+        path = m.AddSession(session_id, 'seat0', dbus.UInt32(int(uid)), name, False, dbus_interface=MOCK)
+        bus.get_object(LOGIN1, path, introspect=False).UpdateProperties(
+            SESSION, {'Type': dbus.String('x11'), 'Class': dbus.String('user'), 'Display': dbus.String(display)},
+            dbus_interface=MOCK)
+        m.EmitSignal(MANAGER, 'SessionNew', 'so', [session_id, dbus.ObjectPath(path)], dbus_interface=MOCK)
     elif command == 'guard-setup':
         guard_setup(args)
     elif command == 'silent':
