@@ -177,34 +177,6 @@ int xil_logind_find_session(sd_bus *bus, const struct xil_desktop_callbacks *cb,
                                       "u", (uint32_t)getuid());
 }
 
-/* The guard's (synchronous) lookup of a user's display session. */
-static int user_display_session(sd_bus *bus, uint32_t uid, char *path, size_t size) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    int r;
-    {
-        char user_path[128];
-        r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetUser", &error, &reply, "u", uid);
-        if (r >= 0) r = read_object_path(reply, user_path, sizeof user_path);
-        if (reply) reply = p_sd_bus_message_unref(reply);
-        p_sd_bus_error_free(&error);
-        if (r >= 0) {
-            r = p_sd_bus_call_method(bus, LOGIN1, user_path, "org.freedesktop.DBus.Properties", "Get", &error, &reply,
-                                     "ss", LOGIN1 ".User", "Display");
-        }
-        if (r >= 0) r = p_sd_bus_message_enter_container(reply, 'v', "(so)");
-        if (r >= 0) {
-            const char *id = NULL, *p = NULL;
-            r = p_sd_bus_message_read(reply, "(so)", &id, &p);
-            if (r >= 0 && (!id || !*id)) r = -ENOENT;
-            if (r >= 0) snprintf(path, size, "%s", p);
-        }
-    }
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : 0;
-}
-
 /* logind's signals count only from the connection that owns org.freedesktop.login1
  * now. Debian's system bus lets any local user send a signal to any connection, and
  * a match rule that names logind's well-known name does not help: sd-bus cannot
@@ -734,100 +706,78 @@ static int visit_session(sd_bus_message *m, const char *key, void *context) {
     return 0;
 }
 
-int xil_logind_session_at(sd_bus *bus, const char *path, struct xil_session_info *info) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *props = NULL;
-    memset(info, 0, sizeof *info);
-    int r = p_sd_bus_call_method(bus, LOGIN1, path, "org.freedesktop.DBus.Properties", "GetAll", &error, &props, "s", SESSION);
-    if (r >= 0) r = read_properties(props, visit_session, info);
-    if (props) p_sd_bus_message_unref(props);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : 0;
-}
-
-int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    int count = 0;
-    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "ListSessions", &error, &reply, "");
-    if (r >= 0) r = p_sd_bus_message_enter_container(reply, 'a', "(susso)");
-    while (r >= 0 && count < max) {
-        const char *id = NULL, *user = NULL, *seat = NULL, *path = NULL;
-        uint32_t uid = 0;
-        r = p_sd_bus_message_read(reply, "(susso)", &id, &uid, &user, &seat, &path);
-        if (r <= 0) break;
-        /* A session gone between the list and the read is simply not listed. */
-        if (xil_logind_session_at(bus, path, &sessions[count]) >= 0) count++;
-    }
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : count;
-}
-
 static void copy_error(const sd_bus_error *error, char *text, size_t size) {
     if (text && size) snprintf(text, size, "%s", error->message ? error->message : error->name ? error->name : "");
 }
 
 #define NO_SESSION_FOR_PID "org.freedesktop.login1.NoSessionForPID"
 
-int xil_logind_session_of_pid(sd_bus *bus, uint32_t pid, uint32_t uid, struct xil_session_info *info,
-                              char *error_text, size_t error_size) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    char path[256];
-    memset(info, 0, sizeof *info);
-    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetSessionByPID", &error, &reply, "u", pid);
-    if (r >= 0) r = read_object_path(reply, path, sizeof path);
-    else if (error.name && strcmp(error.name, NO_SESSION_FOR_PID) == 0) r = user_display_session(bus, uid, path, sizeof path);
-    if (reply) reply = p_sd_bus_message_unref(reply);
-    if (r >= 0) {
-        p_sd_bus_error_free(&error);
-        r = p_sd_bus_call_method(bus, LOGIN1, path, "org.freedesktop.DBus.Properties", "GetAll", &error, &reply, "s", SESSION);
-        if (r >= 0) r = read_properties(reply, visit_session, info);
-    }
-    if (r < 0) copy_error(&error, error_text, error_size);
-    if (r < 0 && error_text && !*error_text) snprintf(error_text, error_size, "%s", strerror(-r));
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : 0;
-}
 
-/* MARK: The agent's own session, under a policy */
+/* MARK: A session asked of logind without waiting: the agent's own (on a connection of
+ * its own, under a policy) and the guard's questions (nothing in its loop waits) */
 
-/* One question to logind on a connection of its own, every step asynchronous, so
- * that a system bus that accepts and never answers costs `timeout` and no more. */
-struct own_session {
+/* One question, every step asynchronous: GetSessionByPID (for a process in no session,
+ * a systemd user unit: the user's display session, User.Display) or a session's path,
+ * then the session's properties. The agent's own loop polls `done`; the guard's
+ * question (`answer` set) is answered once and freed. */
+struct session_question {
     struct xil_session_info *info;
     uint32_t uid;
     int done;                  /* 0 asking, 1 answered, -errno failed */
     char *error;
     size_t error_size;
+    xil_session_answer answer;
+    void *userdata;
+    struct xil_session_info own_info;
+    char own_error[256];
 };
 
-static int own_failed(struct own_session *q, sd_bus_message *reply, int r) {
-    if (reply && p_sd_bus_message_is_method_error(reply, NULL)) copy_error(p_sd_bus_message_get_error(reply), q->error, q->error_size);
-    q->done = r < 0 ? r : -ENXIO;
+static struct session_question *guard_question(xil_session_answer answer, void *userdata, uint32_t uid) {
+    struct session_question *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->info = &q->own_info;
+    q->error = q->own_error;
+    q->error_size = sizeof q->own_error;
+    q->uid = uid;
+    q->answer = answer;
+    q->userdata = userdata;
+    return q;
+}
+
+/* The question's end: said to the guard (and freed), or left for the agent's loop. */
+static int question_done(struct session_question *q, int done) {
+    q->done = done;
+    if (q->answer) {
+        if (done < 0 && !*q->error) snprintf(q->error, q->error_size, "%s", strerror(-done));
+        q->answer(q->userdata, done < 0 ? done : 0, done < 0 ? NULL : q->info, done < 0 ? q->error : NULL);
+        free(q);
+    }
     return 0;
+}
+
+static int own_failed(struct session_question *q, sd_bus_message *reply, int r) {
+    if (reply && p_sd_bus_message_is_method_error(reply, NULL)) copy_error(p_sd_bus_message_get_error(reply), q->error, q->error_size);
+    return question_done(q, r < 0 ? r : -ENXIO);
 }
 
 static int own_properties(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
     (void)e;
-    struct own_session *q = userdata;
+    struct session_question *q = userdata;
     if (p_sd_bus_message_is_method_error(reply, NULL)) return own_failed(q, reply, -ENXIO);
     int r = read_properties(reply, visit_session, q->info);
     if (r < 0) return own_failed(q, NULL, r);
-    q->done = 1;
-    return 0;
+    return question_done(q, 1);
 }
 
-static int ask_own_properties(sd_bus *bus, struct own_session *q, const char *path) {
+static int ask_own_properties(sd_bus *bus, struct session_question *q, const char *path) {
+    snprintf(q->info->path, sizeof q->info->path, "%s", path);
     return p_sd_bus_call_method_async(bus, NULL, LOGIN1, path, "org.freedesktop.DBus.Properties", "GetAll",
                                       own_properties, q, "s", SESSION);
 }
 
 static int own_user_display(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
     (void)e;
-    struct own_session *q = userdata;
+    struct session_question *q = userdata;
     const char *id = NULL, *path = NULL;
     if (p_sd_bus_message_is_method_error(reply, NULL)) return own_failed(q, reply, -ENXIO);
     int r = p_sd_bus_message_enter_container(reply, 'v', "(so)");
@@ -842,7 +792,7 @@ static int own_user_display(sd_bus_message *reply, void *userdata, sd_bus_error 
 
 static int own_user(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
     (void)e;
-    struct own_session *q = userdata;
+    struct session_question *q = userdata;
     char path[256];
     if (p_sd_bus_message_is_method_error(reply, NULL)) return own_failed(q, reply, -ENXIO);
     int r = read_object_path(reply, path, sizeof path);
@@ -854,7 +804,7 @@ static int own_user(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
 
 static int own_session_by_pid(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
     (void)e;
-    struct own_session *q = userdata;
+    struct session_question *q = userdata;
     sd_bus *bus = p_sd_bus_message_get_bus(reply);
     char path[256];
     int r;
@@ -868,6 +818,109 @@ static int own_session_by_pid(sd_bus_message *reply, void *userdata, sd_bus_erro
         if (r >= 0) r = ask_own_properties(bus, q, path);
     }
     return r < 0 ? own_failed(q, NULL, r) : 0;
+}
+
+int xil_logind_session_of_pid_async(sd_bus *bus, uint32_t pid, uint32_t uid, xil_session_answer answer, void *userdata) {
+    struct session_question *q = guard_question(answer, userdata, uid);
+    if (!q) return -ENOMEM;
+    int r = p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "GetSessionByPID", own_session_by_pid, q, "u", pid);
+    if (r < 0) free(q);
+    return r < 0 ? r : 0;
+}
+
+int xil_logind_session_at_async(sd_bus *bus, const char *path, xil_session_answer answer, void *userdata) {
+    struct session_question *q = guard_question(answer, userdata, 0);
+    if (!q) return -ENOMEM;
+    int r = ask_own_properties(bus, q, path);
+    if (r < 0) free(q);
+    return r < 0 ? r : 0;
+}
+
+/* ListSessions' answer: the sessions' object paths. */
+struct list_question {
+    xil_paths_answer answer;
+    void *userdata;
+};
+
+static int sessions_listed(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
+    (void)e;
+    struct list_question *q = userdata;
+    const char **paths = NULL;
+    int count = 0, room = 0;
+    int r = p_sd_bus_message_is_method_error(reply, NULL) ? xil_answer_errno(reply) : 0;
+    if (r >= 0) r = p_sd_bus_message_enter_container(reply, 'a', "(susso)");
+    while (r >= 0) {
+        const char *id = NULL, *user = NULL, *seat = NULL, *path = NULL;
+        uint32_t uid = 0;
+        r = p_sd_bus_message_read(reply, "(susso)", &id, &uid, &user, &seat, &path);
+        if (r <= 0) break;
+        if (count == room) {
+            room = room ? room * 2 : 64;
+            const char **more = realloc(paths, (size_t)room * sizeof *paths);
+            if (!more) { r = -ENOMEM; break; }
+            paths = more;
+        }
+        paths[count++] = path;  /* the reply's own strings: valid until the reply goes */
+    }
+    q->answer(q->userdata, r < 0 ? r : 0, r < 0 ? NULL : paths, r < 0 ? 0 : count);
+    free(paths);
+    free(q);
+    return 0;
+}
+
+int xil_logind_list_sessions_async(sd_bus *bus, xil_paths_answer answer, void *userdata) {
+    struct list_question *q = calloc(1, sizeof *q);
+    if (!q) return -ENOMEM;
+    q->answer = answer;
+    q->userdata = userdata;
+    int r = p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "ListSessions", sessions_listed, q, "");
+    if (r < 0) free(q);
+    return r < 0 ? r : 0;
+}
+
+/* A call whose answer says only whether it worked (TerminateSession, SetLockedHint). */
+struct call_question {
+    xil_call_answer answer;
+    void *userdata;
+};
+
+static int call_answered(sd_bus_message *reply, void *userdata, sd_bus_error *e) {
+    (void)e;
+    struct call_question *q = userdata;
+    char why[256] = "";
+    int r = 0;
+    if (p_sd_bus_message_is_method_error(reply, NULL)) {
+        copy_error(p_sd_bus_message_get_error(reply), why, sizeof why);
+        r = xil_answer_errno(reply);
+    }
+    q->answer(q->userdata, r, r < 0 ? why : NULL);
+    free(q);
+    return 0;
+}
+
+static struct call_question *call_question(xil_call_answer answer, void *userdata) {
+    struct call_question *q = calloc(1, sizeof *q);
+    if (q) {
+        q->answer = answer;
+        q->userdata = userdata;
+    }
+    return q;
+}
+
+int xil_logind_terminate_session_async(sd_bus *bus, const char *id, xil_call_answer answer, void *userdata) {
+    struct call_question *q = call_question(answer, userdata);
+    if (!q) return -ENOMEM;
+    int r = p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "TerminateSession", call_answered, q, "s", id);
+    if (r < 0) free(q);
+    return r < 0 ? r : 0;
+}
+
+int xil_logind_clear_locked_hint_async(sd_bus *bus, const char *path, xil_call_answer answer, void *userdata) {
+    struct call_question *q = call_question(answer, userdata);
+    if (!q) return -ENOMEM;
+    int r = p_sd_bus_call_method_async(bus, NULL, LOGIN1, path, SESSION, "SetLockedHint", call_answered, q, "b", 0);
+    if (r < 0) free(q);
+    return r < 0 ? r : 0;
 }
 
 static uint64_t monotonic_usec(void) {
@@ -886,7 +939,7 @@ int xil_logind_own_session(uint32_t pid, uint32_t uid, uint64_t timeout_usec, st
         snprintf(error_text, error_size, "no system bus (%s)", strerror(-r));
         return r;
     }
-    struct own_session q = {.info = info, .uid = uid, .error = error_text, .error_size = error_size};
+    struct session_question q = {.info = info, .uid = uid, .error = error_text, .error_size = error_size};
     r = p_sd_bus_call_method_async(bus, NULL, LOGIN1, MANAGER_PATH, MANAGER, "GetSessionByPID", own_session_by_pid, &q, "u", pid);
     uint64_t deadline = monotonic_usec() + timeout_usec;
     while (r >= 0 && q.done == 0) {
@@ -909,26 +962,3 @@ int xil_logind_own_session(uint32_t pid, uint32_t uid, uint64_t timeout_usec, st
     return r < 0 ? r : (q.done < 0 ? q.done : 0);
 }
 
-int xil_logind_clear_locked_hint(sd_bus *bus, const char *id, char *error_text, size_t error_size) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    char path[256];
-    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "GetSession", &error, &reply, "s", id);
-    if (r >= 0) r = read_object_path(reply, path, sizeof path);
-    if (reply) reply = p_sd_bus_message_unref(reply);
-    if (r >= 0) r = p_sd_bus_call_method(bus, LOGIN1, path, SESSION, "SetLockedHint", &error, &reply, "b", 0);
-    if (r < 0) copy_error(&error, error_text, error_size);
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : 0;
-}
-
-int xil_logind_terminate_session(sd_bus *bus, const char *id, char *error_text, size_t error_size) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    int r = p_sd_bus_call_method(bus, LOGIN1, MANAGER_PATH, MANAGER, "TerminateSession", &error, &reply, "s", id);
-    if (r < 0) copy_error(&error, error_text, error_size);
-    if (reply) p_sd_bus_message_unref(reply);
-    p_sd_bus_error_free(&error);
-    return r < 0 ? r : 0;
-}

@@ -26,6 +26,9 @@ final class GuardConnection: EventSource {
     var asked = false
     /// The agent's process ended (its pidfd said so).
     var ended = false
+    /// Its registration waits for logind's answer: the lines after it wait too (read
+    /// no further), and `resume` goes on with them.
+    var verifying = false
     private var input = LineBuffer(limit: GuardMessage.longestLine)
     private var output: [UInt8] = []
     private var closing = false
@@ -44,7 +47,9 @@ final class GuardConnection: EventSource {
     }
 
     var pollInterest: (fd: Int32, events: PollEvents)? {
-        isFinished ? nil : (fd, output.isEmpty ? .readable : [.readable, .writable])
+        if isFinished { return nil }
+        if verifying { return output.isEmpty ? nil : (fd, .writable) }
+        return (fd, output.isEmpty ? .readable : [.readable, .writable])
     }
 
     var deadline: MonotonicInstant? { registered || isFinished ? nil : registerBy }
@@ -74,15 +79,27 @@ final class GuardConnection: EventSource {
         }
         lineWriter = writer
         chunk.withUnsafeBytes { input.append(UnsafeRawBufferPointer(rebasing: $0[..<Int(n)])) }
-        while !closing, !isFinished, let line = input.nextLine() {
+        handleLines()
+        if input.overflowed { finish(with: .refused("a line longer than \(GuardMessage.longestLine) bytes")) }
+    }
+
+    /// The lines read and not yet handled, until one starts a verification.
+    private func handleLines() {
+        while !closing, !isFinished, !verifying, let line = input.nextLine() {
             guard let message = GuardMessage(line: line[...]) else {
                 finish(with: .refused("not a line of the guard's protocol"))
                 return
             }
             // The registration is the process that wrote it, not the one that connected.
-            if !registered, case .register = message { pid = writer }
+            if !registered, case .register = message, let lineWriter { pid = lineWriter }
             service.received(message, from: self)
         }
+    }
+
+    /// logind answered: the lines that waited are handled, and reading goes on.
+    func resume() {
+        guard !verifying else { return }
+        handleLines()
         if input.overflowed { finish(with: .refused("a line longer than \(GuardMessage.longestLine) bytes")) }
     }
 
@@ -143,8 +160,6 @@ struct PeerCheck {
     let pid: pid_t
     let uid: uid_t
     let display: String
-    let bus: OpaquePointer?
-    let sessions: [String: GuardedSession]
 
     struct Refusal: Error {
         var reason: String
@@ -156,7 +171,9 @@ struct PeerCheck {
         var agent: VerifiedAgent
     }
 
-    func verify() -> Result<Verified, Refusal> {
+    /// What the kernel says of the process: its executable and what it mapped. The
+    /// executable's path, or why it is refused.
+    func checkProcess() -> Result<String, Refusal> {
         let executable: String
         switch PeerCheck.installedExecutable(of: pid) {
         case .failure(let refusal): return .failure(refusal)
@@ -165,15 +182,13 @@ struct PeerCheck {
         if let foreign = PeerCheck.foreignMapping(of: pid, executable: executable) {
             return .failure(Refusal(reason: "it runs code from \(foreign), a file root does not own (LD_PRELOAD?)"))
         }
-        guard let bus else { return .failure(Refusal(reason: "logind cannot be reached: its session cannot be checked")) }
-        var info = xil_session_info()
-        var error = [CChar](repeating: 0, count: 256)
-        let r = xil_logind_session_of_pid(bus, UInt32(pid), uid, &info, &error, error.count)
-        guard r >= 0 else {
-            return .failure(Refusal(reason: "logind knows no session of pid \(pid) (\(String(nulTerminated: error)))"))
-        }
-        let sessionID = SessionFacts(info).guarded.id
-        guard let session = sessions[sessionID] else {
+        return .success(executable)
+    }
+
+    /// What logind says of the process's session (`session`, its answer to
+    /// GetSessionByPID): a guarded session of the peer's user, on the display it watches.
+    func checkSession(_ session: GuardedSession?, id sessionID: String, executable: String) -> Result<Verified, Refusal> {
+        guard let session else {
             return .failure(Refusal(reason: "its session \(sessionID) is not a user's graphical X11 session", session: sessionID))
         }
         guard session.uid == uid else {

@@ -26,6 +26,10 @@ public final class GuardService {
     /// What each verified agent reported at its registration, for root's evidence.
     private var statuses: [String: JSONValue] = [:]
     private var sessionsStale = true
+    /// A whole reading of logind's sessions is under way (`readSessions`).
+    private var listing = false
+    /// Each guarded session's logind object path (for its SetLockedHint).
+    private var sessionPaths: [String: String] = [:]
     /// Sessions (logind object paths) one of whose properties the guard reads changed:
     /// each read again alone, so that a change costs the work of its own session only.
     private var changedSessions: Set<String> = []
@@ -242,7 +246,7 @@ public final class GuardService {
     /// Root's questions, answered once no agent's answer is outstanding.
     private func answerQuestions() {
         questions.removeAll { $0.isFinished }
-        guard !questions.isEmpty, !machine.sessions.values.contains(where: \.answerPending) else { return }
+        guard !questions.isEmpty, !listing, !sessionsStale, !machine.sessions.values.contains(where: \.answerPending) else { return }
         var report = machine.report(now: SystemClock.now().monotonic, policyFile: policyFile, statuses: statuses)
         if case .object(var fields) = report {
             fields.append(("logind", .bool(logindReachable)))
@@ -257,24 +261,64 @@ public final class GuardService {
             connection.finish(with: .refused("no policy on this machine: nothing to guard"))
             return
         }
-        if sessionsStale { readSessions() }
         // The pidfd first: it names this process, so a pid reused during the checks is seen.
         let pidfd = xil_pidfd_open(connection.pid)
         guard pidfd >= 0 else {
             refuse(connection, "its process cannot be followed (\(String(cString: strerror(errno))))", session: nil)
             return
         }
-        let check = PeerCheck(pid: connection.pid, uid: connection.uid, display: display, bus: bus,
-                              sessions: machine.sessions.mapValues(\.session))
-        let verified: PeerCheck.Verified
-        switch check.verify() {
+        let check = PeerCheck(pid: connection.pid, uid: connection.uid, display: display)
+        let executable: String
+        switch check.checkProcess() {
         case .failure(let refusal):
             close(pidfd)
-            refuse(connection, refusal.reason, session: refusal.session)
-            return
-        case .success(let result):
-            verified = result
+            return refuse(connection, refusal.reason, session: refusal.session)
+        case .success(let path): executable = path
         }
+        guard let bus else {
+            close(pidfd)
+            return refuse(connection, "logind cannot be reached: its session cannot be checked", session: nil)
+        }
+        // logind's word on its session, without waiting: the connection's later lines
+        // wait until it comes (`verifying`).
+        connection.verifying = true
+        let failure = LogindQuestions.session(ofProcess: connection.pid, uid: connection.uid, on: bus) { [weak self, weak connection] answer in
+            guard let self, let connection, !connection.isFinished else {
+                close(pidfd)
+                return
+            }
+            connection.verifying = false
+            switch answer {
+            case .failure(let failure):
+                close(pidfd)
+                refuse(connection, "logind knows no session of pid \(connection.pid) (\(failure.why))", session: nil)
+            case .success(let facts):
+                // A session the list has not brought yet (it is read without waiting too).
+                if GuardService.guards(facts), machine.sessions[facts.guarded.id] == nil {
+                    sessionPaths[facts.guarded.id] = facts.path
+                    carryOut(machine.handle(.sessionSeen(facts.guarded), at: SystemClock.now().monotonic))
+                }
+                let id = facts.guarded.id
+                switch check.checkSession(machine.sessions[id]?.session, id: id, executable: executable) {
+                case .failure(let refusal):
+                    close(pidfd)
+                    refuse(connection, refusal.reason, session: refusal.session)
+                case .success(let verified):
+                    follow(connection, verified, pidfd: pidfd)
+                }
+            }
+            connection.resume()
+        }
+        if let failure {
+            connection.verifying = false
+            close(pidfd)
+            refuse(connection, "logind cannot be asked for its session (\(failure.why))", session: nil)
+        }
+    }
+
+    /// A peer that passed every check: traced, followed (its end, its stops, its freezes)
+    /// and told the machine of.
+    private func follow(_ connection: GuardConnection, _ verified: PeerCheck.Verified, pidfd: Int32) {
         var alive = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
         // ptrace after every other check: a SIGSTOP from now on reaches the guard at once.
         // An agent that executed itself again in place (a reload after an upgrade) is
@@ -475,12 +519,11 @@ public final class GuardService {
     }
 
     private func clearLockedHint(of session: String) {
-        guard let bus else { return }
-        var error = [CChar](repeating: 0, count: 256)
-        let r = xil_logind_clear_locked_hint(bus, session, &error, error.count)
-        if r < 0 {
-            Log.write(.error, "session \(session): cannot set its LockedHint back to false: \(String(nulTerminated: error)) (\(String(cString: strerror(-r))))")
+        guard let bus, let path = sessionPaths[session] else { return }
+        let said = { (failure: LogindQuestions.Failure?) in
+            if let failure { Log.write(.error, "session \(session): cannot set its LockedHint back to false: \(failure.why)") }
         }
+        if let failure = LogindQuestions.clearLockedHint(at: path, on: bus, said) { said(failure) }
     }
 
     private func terminate(_ session: String) {
@@ -488,13 +531,11 @@ public final class GuardService {
             Log.write(.error, "session \(session): cannot log it off: the system bus is not connected")
             return
         }
-        var error = [CChar](repeating: 0, count: 256)
-        let r = xil_logind_terminate_session(bus, session, &error, error.count)
-        if r < 0 {
-            Log.write(.error, "session \(session): logind's TerminateSession failed: \(String(nulTerminated: error)) (\(String(cString: strerror(-r))))")
-        } else {
-            Log.write(.warning, "session \(session): logged off through logind")
+        let said = { (failure: LogindQuestions.Failure?) in
+            if let failure { Log.write(.error, "session \(session): logind's TerminateSession failed: \(failure.why)") }
+            else { Log.write(.warning, "session \(session): logged off through logind") }
         }
+        if let failure = LogindQuestions.terminate(session: session, on: bus, said) { said(failure) }
     }
 
     // MARK: Children and tracees
@@ -612,22 +653,28 @@ public final class GuardService {
         loop.add(RetryTimer(at: SystemClock.now().monotonic + .seconds(2)) { [unowned self] in connectBus() })
     }
 
-    /// Reads again each session one of whose properties changed, alone.
+    /// Reads again each session one of whose properties changed, alone, without waiting.
     private func readChangedSessions() {
         let paths = changedSessions
         changedSessions = []
         guard let bus else { return }
-        let now = SystemClock.now().monotonic
         for path in paths.sorted() {
-            var info = xil_session_info()
-            // Gone: SessionRemoved says so (and reads the list again).
-            guard xil_logind_session_at(bus, path, &info) >= 0 else { continue }
-            let session = SessionFacts(info)
-            if GuardService.guards(session) {
-                carryOut(machine.handle(.sessionSeen(session.guarded), at: now))
-            } else if machine.sessions[session.guarded.id] != nil {
-                forget(session.guarded.id, at: now)
+            // Gone (no answer): SessionRemoved says so, and the list is read again.
+            _ = LogindQuestions.session(at: path, on: bus) { [weak self] answer in
+                guard let self, case .success(let facts) = answer else { return }
+                seen(facts)
             }
+        }
+    }
+
+    /// logind's word on one session: guarded (new or changed), or no more.
+    private func seen(_ facts: SessionFacts) {
+        let now = SystemClock.now().monotonic
+        if GuardService.guards(facts) {
+            sessionPaths[facts.guarded.id] = facts.path
+            carryOut(machine.handle(.sessionSeen(facts.guarded), at: now))
+        } else if machine.sessions[facts.guarded.id] != nil {
+            forget(facts.guarded.id, at: now)
         }
     }
 
@@ -641,34 +688,65 @@ public final class GuardService {
         agents[id]?.freeze?.finish()
         agents[id] = nil
         statuses[id] = nil
+        sessionPaths[id] = nil
     }
 
-    /// Reads every session again (one came or went, logind's owner changed; never polled).
+    /// Reads every session again (one came or went, logind's owner changed; never
+    /// polled), without waiting: the list, then each session's properties; those the
+    /// list no longer has are gone once every answer came. Root's questions wait for it.
     private func readSessions() {
         sessionsStale = false
         changedSessions = []
         guard let bus else { return }
-        // No fixed cap on sessions: a list that fills the room read again with twice as much.
-        var infos = [xil_session_info](repeating: xil_session_info(), count: 256)
-        var count = xil_logind_sessions(bus, &infos, Int32(infos.count))
-        while count == infos.count {
-            infos = [xil_session_info](repeating: xil_session_info(), count: infos.count * 2)
-            count = xil_logind_sessions(bus, &infos, Int32(infos.count))
+        listing = true
+        let failure = LogindQuestions.sessionPaths(on: bus) { [weak self] answer in
+            guard let self else { return }
+            switch answer {
+            case .failure(let failure):
+                listing = false
+                if logindReachable { logindLost("logind does not answer ListSessions: \(failure.why)", retry: false) }
+                answerQuestions()
+            case .success(let paths):
+                logindReachable = true
+                read(paths, on: bus)
+            }
         }
-        let now = SystemClock.now().monotonic
-        guard count >= 0 else {
-            if logindReachable { logindLost("logind does not answer ListSessions: \(String(cString: strerror(-count)))", retry: false) }
-            return
+        if let failure {
+            listing = false
+            if logindReachable { logindLost("logind cannot be asked for its sessions: \(failure.why)", retry: false) }
         }
-        logindReachable = true
-        var seen: Set<String> = []
-        for info in infos.prefix(Int(count)) {
-            let session = SessionFacts(info)
-            guard GuardService.guards(session) else { continue }
-            seen.insert(session.guarded.id)
-            carryOut(machine.handle(.sessionSeen(session.guarded), at: now))
+    }
+
+    /// Each listed session's properties; then those not listed are gone.
+    private func read(_ paths: [String], on bus: OpaquePointer) {
+        final class Reading {
+            var waiting: Int
+            var listed: Set<String> = []
+            init(_ count: Int) { waiting = count }
         }
-        for id in machine.sessions.keys where !seen.contains(id) { forget(id, at: now) }
+        let reading = Reading(paths.count)
+        let done = { [unowned self] in
+            reading.waiting -= 1
+            guard reading.waiting == 0 else { return }
+            listing = false
+            let now = SystemClock.now().monotonic
+            for id in machine.sessions.keys.sorted() where !reading.listed.contains(id) { forget(id, at: now) }
+            answerQuestions()
+        }
+        reading.waiting += 1  // the list itself, so that an empty one ends too
+        for path in paths {
+            let failure = LogindQuestions.session(at: path, on: bus) { [weak self] answer in
+                guard let self else { return }
+                // A session gone between the list and its read is simply not listed.
+                if case .success(let facts) = answer, GuardService.guards(facts) {
+                    reading.listed.insert(facts.guarded.id)
+                    seen(facts)
+                }
+                done()
+            }
+            if failure != nil { done() }
+        }
+        done()
     }
 }
 
@@ -679,6 +757,8 @@ struct SessionFacts {
     var sessionClass: String
     var leader: UInt32
     var seat: String
+    /// logind's object path of the session.
+    var path: String
 
     init(_ info: xil_session_info) {
         var info = info
@@ -691,6 +771,7 @@ struct SessionFacts {
         sessionClass = text(&info.session_class)
         leader = info.leader
         seat = text(&info.seat)
+        path = text(&info.path)
     }
 }
 

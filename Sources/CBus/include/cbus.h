@@ -40,11 +40,11 @@ struct xil_desktop_callbacks {
     void (*logind_owner)(void *context, int owned);
     void (*log)(void *context, int level, const char *message); /* 0 debug .. 3 error */
     /* The guard: logind's sessions came or went, or logind's owner changed; read them
-     * all again with xil_logind_sessions. */
+     * all again with xil_logind_list_sessions_async. */
     void (*sessions_changed)(void *context);
     /* The guard: one session (its object path) changed a property the guard reads (not
      * IdleHint and its kin, which agents and logind change all the time); read that
-     * session again with xil_logind_session_at. */
+     * session again with xil_logind_session_at_async. */
     void (*session_changed)(void *context, const char *path);
 };
 
@@ -124,30 +124,34 @@ struct xil_session_info {
     int remote;
     int locked_hint;         /* LockedHint: its owner may set it at will, so no evidence */
     uint32_t leader;
+    char path[128];          /* its object path */
 };
-/* Follows logind's sessions: SessionNew, SessionRemoved and every session's
- * PropertiesChanged, taken only from logind's own connection, and a change of
- * logind's owner; each calls sessions_changed. 0 or -errno. */
+/* The guard asks logind without waiting: each question is answered once, from the
+ * bus's processing, with 0 and the session, or -errno and why (the session is gone,
+ * logind does not answer); the functions return 0, or -errno and then never answer. */
+typedef void (*xil_session_answer)(void *userdata, int error, const struct xil_session_info *info, const char *why);
+typedef void (*xil_paths_answer)(void *userdata, int error, const char *const *paths, int count);
+typedef void (*xil_call_answer)(void *userdata, int error, const char *why);
+/* The session of a process of `uid`: logind's GetSessionByPID, or for a process in no
+ * session (a systemd user unit) the user's display session; then its properties. */
+int xil_logind_session_of_pid_async(sd_bus *bus, uint32_t pid, uint32_t uid, xil_session_answer answer, void *userdata);
+/* One session's properties, by its object path. */
+int xil_logind_session_at_async(sd_bus *bus, const char *path, xil_session_answer answer, void *userdata);
+/* Every session's object path (ListSessions). */
+int xil_logind_list_sessions_async(sd_bus *bus, xil_paths_answer answer, void *userdata);
+/* logind's TerminateSession; the session's SetLockedHint(false), as root (a hint its
+ * user set while the screen is not locked), by its object path. */
+int xil_logind_terminate_session_async(sd_bus *bus, const char *id, xil_call_answer answer, void *userdata);
+int xil_logind_clear_locked_hint_async(sd_bus *bus, const char *path, xil_call_answer answer, void *userdata);
+/* Follows logind's sessions: SessionNew, SessionRemoved and a change of logind's
+ * owner call sessions_changed, a session's PropertiesChanged session_changed; each
+ * taken only from logind's own connection. 0 or -errno. */
 int xil_guard_watch_logind(sd_bus *bus, const struct xil_desktop_callbacks *callbacks);
-/* One session, by its object path: 0 or -errno (gone, logind unreachable). */
-int xil_logind_session_at(sd_bus *bus, const char *path, struct xil_session_info *info);
-/* Every session (at most `max`): their count, or -errno (logind unreachable). */
-int xil_logind_sessions(sd_bus *bus, struct xil_session_info *sessions, int max);
-/* The session of a process of `uid`: logind's GetSessionByPID, or for a process in
- * no session (a systemd user unit) the user's display session; its properties in
- * `info`. 0 or -errno, the bus's error in `error`. */
-int xil_logind_session_of_pid(sd_bus *bus, uint32_t pid, uint32_t uid, struct xil_session_info *info,
-                              char *error, size_t error_size);
-/* The same for the agent's own process, on a system-bus connection of its own that
+/* The session of the agent's own process, on a system-bus connection of its own that
  * is closed again: every step asynchronous, bounded by `timeout_usec` altogether
  * (a bus that accepts and never answers costs no more). 0 or -errno, why in `error`. */
 int xil_logind_own_session(uint32_t pid, uint32_t uid, uint64_t timeout_usec, struct xil_session_info *info,
                            char *error, size_t error_size);
-/* The session's SetLockedHint(false), as root: a hint its user set while the screen
- * is not locked. 0 or -errno, the bus's error in `error`. */
-int xil_logind_clear_locked_hint(sd_bus *bus, const char *id, char *error, size_t error_size);
-/* logind's TerminateSession. 0 or -errno, the bus's error in `error`. */
-int xil_logind_terminate_session(sd_bus *bus, const char *id, char *error, size_t error_size);
 /* `--not-when-playing`: the MPRIS players (mpris.c). */
 #include "cmpris.h"
 #endif
