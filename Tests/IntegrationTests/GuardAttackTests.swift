@@ -465,6 +465,53 @@ struct GuardAttackTests {
         }
     }
 
+    @Test("10. the agent's own locker (the real i3lock, the policy's) stopped and its window xkilled, as the user: the stop is dropped, and the agent's next i3lock holds the keyboard within agent-grace + 2 s")
+    func agentLockerStoppedWindowKilled() async throws {
+        try await GuardSession.with(locker: "i3lock -n -c ff0000") { g in
+            let xclient = try await compileXClient(g)
+            let agent = try await g.startVerifiedAgent()
+            func agentI3locks() -> [Int32] {
+                ProcInfo.allPids.filter { pid in
+                    ProcInfo.parent(pid) == agent.pid && ProcInfo.commandLine(pid).split(separator: " ").first?.hasSuffix("i3lock") == true
+                }
+            }
+            func keyboardHeld() async throws -> Bool { try await g.s.run(xclient, ["keyboard"]).stdout.hasPrefix("held") }
+            let lock = try await g.runAsUser(agentBinary, ["lock"])
+            #expect(lock.exit == .exited(0), "xidlelock lock as the user: \(lock.stderr)")
+            var first: Int32 = 0
+            try await g.wait("the agent's i3lock to hold the keyboard") {
+                guard let pid = agentI3locks().first else { return false }
+                first = pid
+                return try await keyboardHeld()
+            }
+            let stopped = try await g.runAsUser("kill", ["-STOP", "\(first)"])
+            try #require(stopped.exit == .exited(0), "kill -STOP as the user: \(stopped.stderr)")
+            try await g.wait("the agent to drop the stop of its i3lock") {
+                agent.log.contains("(pid \(first)) was sent a stop signal") || ["T", "t"].contains(ProcInfo.state(first) ?? "")
+            }
+            #expect(!["T", "t"].contains(ProcInfo.state(first) ?? ""), "the agent's i3lock \(first) is stopped\n\(agent.log)")
+            let tree = try await g.s.x("xwininfo", "-root", "-children")
+            let windows = tree.split(separator: "\n").compactMap { line -> UInt? in
+                let words = line.split(separator: " ")
+                guard let id = words.first, id.hasPrefix("0x"), words.contains("640x480+0+0") else { return nil }
+                return UInt(id.dropFirst(2), radix: 16)
+            }
+            let window = try #require(windows.max(), "no full-screen window of i3lock's:\n\(tree)")
+            let killed = try await g.runAsUser("xkill", ["-id", "0x" + String(window, radix: 16)])
+            let attackAt = ContinuousClock.now
+            try #require(killed.exit == .exited(0), "xkill as the user: \(killed.stderr)")
+            var next: Int32?
+            try await g.wait("another i3lock of the agent's to hold the keyboard", timeout: guardGrace + guardActWindow + .seconds(10)) {
+                guard let pid = agentI3locks().first(where: { $0 != first }) else { return false }
+                next = pid
+                return try await keyboardHeld()
+            }
+            let after = ContinuousClock.now - attackAt
+            print("guard figure (10. the agent's i3lock stopped, then its window killed): i3lock \(first) ended, i3lock \(next ?? 0) held the keyboard \(after.milliseconds) ms after")
+            #expect(after <= guardGrace + guardActWindow, "the next i3lock held the keyboard \(after.milliseconds) ms after the xkill\n\(agent.log)")
+        }
+    }
+
     // MARK: 7. The user's debugger on the guard's locker
 
     @Test("7. the user's debugger on the guard's locker, which the restarted agent adopted, past the shortest lock (`gdb -p PID -batch -ex 'call (void)exit(0)'`): the locker keeps running; or, if it exited, the session is covered again within agent-grace + 2 s and root's doctor is never met meanwhile")
