@@ -114,8 +114,8 @@ public struct IdleMachine: Sendable {
     public mutating func handle(_ event: Event, at now: Instant) -> [Action] {
         var out: [Action] = []
         // What came due before the event, in the order written down (and explained)
-        // at `IdleMachine.beforeEvent`: a suspend first, then holds that ran out.
-        run(IdleMachine.beforeEvent, now, &out)
+        // at `TimedCheck`: a suspend first, then holds that ran out.
+        run(TimedCheck.beforeEvent, now, &out)
         switch event {
         case .start(let serverIdle, let awaiting):
             activity.at = Instant(monotonic: now.monotonic - serverIdle, boottime: now.boottime - serverIdle)
@@ -198,8 +198,8 @@ public struct IdleMachine: Sendable {
             cardsReported(report, now, &out)
         }
         // What the event made due, and what its time made due, in the one order
-        // written down (and explained) at `IdleMachine.afterEvent`.
-        run(IdleMachine.afterEvent, now, &out)
+        // written down (and explained) at `TimedCheck`.
+        run(TimedCheck.afterEvent, now, &out)
         return out
     }
 
