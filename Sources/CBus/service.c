@@ -8,11 +8,12 @@
 
 #include "sdbus.h"
 
-#define PATHS_MAX 4
-#define NAMES_MAX 2
-#define METHODS_MAX 16
-#define SIGNALS_MAX 4
-#define ARGS_MAX 8
+/* The table's limits are declared in cservice.h, where the Swift side reads them. */
+#define PATHS_MAX XIL_SERVICE_PATHS_MAX
+#define NAMES_MAX XIL_SERVICE_NAMES_MAX
+#define METHODS_MAX XIL_SERVICE_METHODS_MAX
+#define SIGNALS_MAX XIL_SERVICE_SIGNALS_MAX
+#define ARGS_MAX XIL_SERVICE_ARGS_MAX
 /* Per service: the callers whose pid it knows or asks, and the calls waiting for it
  * (as many as the agent lets one client hold: a browser that opens its tabs at
  * once is never refused for asking early). */
@@ -102,12 +103,12 @@ int xil_service_add_path(struct xil_service *s, const char *path) {
 }
 
 static int basic_types(const char *signature, size_t max) {
-    return strlen(signature) <= max && strspn(signature, "souib") == strlen(signature);
+    return strlen(signature) <= max && strspn(signature, XIL_SERVICE_BASIC_TYPES) == strlen(signature);
 }
 
 int xil_service_add_method(struct xil_service *s, const char *name, const char *in, const char *out, int needs_caller) {
     if (s->vtable || s->method_count >= METHODS_MAX) return -E2BIG;
-    if (!basic_types(in, ARGS_MAX) || !basic_types(out, 1)) return -EINVAL;
+    if (!basic_types(in, ARGS_MAX) || !basic_types(out, XIL_SERVICE_VALUES_MAX)) return -EINVAL;
     struct method *m = &s->methods[s->method_count];
     m->name = strdup(name);
     m->in = strdup(in);
@@ -119,7 +120,7 @@ int xil_service_add_method(struct xil_service *s, const char *name, const char *
 
 int xil_service_add_signal(struct xil_service *s, const char *name, const char *signature) {
     if (s->vtable || s->signal_count >= SIGNALS_MAX) return -E2BIG;
-    if (!basic_types(signature, 1)) return -EINVAL;
+    if (!basic_types(signature, XIL_SERVICE_VALUES_MAX)) return -EINVAL;
     if (!(s->signals[s->signal_count].name = strdup(name)) || !(s->signals[s->signal_count].signature = strdup(signature)))
         return -ENOMEM;
     return s->signal_count++;

@@ -177,22 +177,6 @@ struct StartupWait: Sendable {
     }
 }
 
-extension HoldBook: MachinePart {
-    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.holdsExpire }
-
-    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
-        machine.endExpiredHolds(now, &out)
-    }
-}
-
-extension StartupWait: MachinePart {
-    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.startupWaitDue }
-
-    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
-        machine.endStartupWaitIfDue(now, &out)
-    }
-}
-
 extension IdleMachine {
     public var inhibitors: [Inhibitor] { holds.inhibitors }
     /// Disabled until this boottime (`.some(nil)`: until enabled); nil when enabled.

@@ -119,20 +119,6 @@ struct CornerWatch: Sendable {
     }
 }
 
-extension CornerWatch: MachinePart {
-    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? {
-        let corners = machine.corners
-        return earliest(corners.checkDue(restFrom: machine.lastActivity), corners.lockDue(restFrom: machine.lastActivity))
-    }
-
-    /// The pointer's corner is asked for (the answer comes as an event of its own),
-    /// and a `+` corner's lock comes once its delay has passed.
-    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
-        machine.checkCornerIfDue(now, &out)
-        machine.lockFromCornerIfDue(now, &out)
-    }
-}
-
 extension IdleMachine {
     mutating func checkCornerIfDue(_ now: Instant, _ out: inout [Action]) {
         guard let due = corners.checkDue(restFrom: lastActivity), now.boottime >= due else { return }

@@ -28,14 +28,6 @@ struct Activity: Sendable {
     }
 }
 
-extension Activity: MachinePart {
-    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { nil }
-
-    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
-        machine.noteSuspendGap(now, &out)
-    }
-}
-
 extension IdleMachine {
     // MARK: Suspend gaps
 

@@ -43,22 +43,6 @@ struct InputListening: Sendable {
     }
 }
 
-extension SleepDelay: MachinePart {
-    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.sleep.until }
-
-    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
-        machine.sleepDelayCheck(now, &out)
-    }
-}
-
-extension InputListening: MachinePart {
-    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.listening.nextDeadline }
-
-    /// Not among the parts `handle` runs: a pause ends at the wake's reading of the
-    /// server's counter, which only `.wake` carries.
-    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {}
-}
-
 /// What logind was last told: it hears only changes.
 struct LogindHints: Sendable {
     var locked = false

@@ -18,14 +18,6 @@ struct MonitorPower: Sendable {
     }
 }
 
-extension MonitorPower: MachinePart {
-    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.screenOffDue }
-
-    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
-        machine.turnScreenOffIfDue(now, &out)
-    }
-}
-
 extension IdleMachine {
     /// UPower says the power source changed: the times on it are in force at once (a
     /// stage now overdue fires; one now later waits).

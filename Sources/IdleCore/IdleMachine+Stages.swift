@@ -49,14 +49,6 @@ struct Stages: Sendable {
     }
 }
 
-extension Stages: MachinePart {
-    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? { machine.nextStageDue }
-
-    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
-        machine.fireDueStages(now, &out)
-    }
-}
-
 extension IdleMachine {
     /// When the next stage fires; nil while the stages left are held off or all fired.
     var nextStageDue: BoottimeInstant? { nextStageIndex.map(dueTime) }

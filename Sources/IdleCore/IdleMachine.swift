@@ -7,9 +7,9 @@
 /// monotonic one. Nothing
 /// here reads a clock, touches X or starts a process; the edges do that.
 ///
-/// It is made of parts of one shape (`MachinePart`): each keeps its own state, says
-/// its next deadline and reacts when its time comes; `handle` and `nextDeadline` go
-/// over them, in the one order written down at `IdleMachine.afterEvent`.
+/// Its parts (`Activity`, `Stages`, `HoldBook`, the `LockerSupervisor`, ...) each keep
+/// their own state; one turn of `handle` looks at their time before and after the event
+/// in the one order written down, with `nextDeadline`, in IdleMachine+Turn.swift.
 public struct IdleMachine: Sendable {
     public let config: AgentConfig
 
@@ -103,15 +103,6 @@ public struct IdleMachine: Sendable {
     /// Time suspended since the last activity (given to hooks).
     public func suspended(at now: Instant) -> Millis { now.suspended - lastActivityAt.suspended }
 
-    /// The boottime of the next thing the machine must wake up for, if any.
-    /// Between deadlines the agent sleeps: nothing here needs polling. Every part
-    /// says its own.
-    public var nextDeadline: BoottimeInstant? {
-        var deadline: BoottimeInstant?
-        for part in IdleMachine.parts { deadline = earliest(deadline, part.nextDeadline(of: self)) }
-        return deadline
-    }
-
     /// A locker process runs (started or adopted), whether or not it covers the screen yet.
     public var isLocked: Bool { supervisor.isRunning }
     /// A locker runs or is being started again after a failure: no stage may start another.
@@ -123,8 +114,8 @@ public struct IdleMachine: Sendable {
     public mutating func handle(_ event: Event, at now: Instant) -> [Action] {
         var out: [Action] = []
         // What came due before the event, in the order written down (and explained)
-        // at `IdleMachine.beforeEvent`: a suspend first, then holds that ran out.
-        timeCame(IdleMachine.beforeEvent, now, &out)
+        // at `TimedCheck`: a suspend first, then holds that ran out.
+        run(TimedCheck.beforeEvent, now, &out)
         switch event {
         case .start(let serverIdle, let awaiting):
             activity.at = Instant(monotonic: now.monotonic - serverIdle, boottime: now.boottime - serverIdle)
@@ -207,8 +198,8 @@ public struct IdleMachine: Sendable {
             cardsReported(report, now, &out)
         }
         // What the event made due, and what its time made due, in the one order
-        // written down (and explained) at `IdleMachine.afterEvent`.
-        timeCame(IdleMachine.afterEvent, now, &out)
+        // written down (and explained) at `TimedCheck`.
+        run(TimedCheck.afterEvent, now, &out)
         return out
     }
 
@@ -360,18 +351,5 @@ public struct IdleMachine: Sendable {
 
     func describeStages() -> String {
         config.stages.map { "\($0.name) at \($0.idleTime)" }.joined(separator: ", ")
-    }
-}
-
-extension LockerSupervisor: MachinePart {
-    static func nextDeadline(of machine: IdleMachine) -> BoottimeInstant? {
-        let supervisor = machine.supervisor
-        return earliest(supervisor.nextProbe(hurry: machine.sleep.waits), supervisor.retryAt)
-    }
-
-    /// The grab probe (while a locker runs), then a failed locker's next start.
-    static func timeCame(_ machine: inout IdleMachine, _ now: Instant, _ out: inout [Action]) {
-        machine.probeIfDue(now, &out)
-        machine.retryLockerIfDue(now, &out)
     }
 }

@@ -10,7 +10,7 @@ import IdleCore
 final class BusService {
     struct Method {
         let name: String
-        /// Basic D-Bus types only (s o u i b).
+        /// Basic D-Bus types only (`Limits.basicTypes`).
         let takes: String
         let returns: String
         /// The call waits for the bus to tell the caller's pid (a hold names its holder).
@@ -27,6 +27,62 @@ final class BusService {
         }
     }
 
+    /// The C layer's limits on one table (cservice.h), read from there: a service is
+    /// declared within them or not at all.
+    enum Limits {
+        static let names = Int(XIL_SERVICE_NAMES_MAX)
+        static let paths = Int(XIL_SERVICE_PATHS_MAX)
+        static let methods = Int(XIL_SERVICE_METHODS_MAX)
+        static let signals = Int(XIL_SERVICE_SIGNALS_MAX)
+        /// A method's arguments.
+        static let arguments = Int(XIL_SERVICE_ARGS_MAX)
+        /// A method's return values, and a signal's.
+        static let values = Int(XIL_SERVICE_VALUES_MAX)
+        static let basicTypes = Set(XIL_SERVICE_BASIC_TYPES)
+    }
+
+    /// What a service says it serves, before the C layer is asked to serve it.
+    struct Declaration {
+        let names: [String]
+        let interface: String
+        let paths: [String]
+        let methods: [Method]
+        /// Each as (name, signature).
+        let signals: [(String, String)]
+
+        /// Every limit of the C layer (`Limits`) it goes past, each in words that name
+        /// the limit; empty when it can be served. Every service goes through this
+        /// (`BusService.init`), and AgentTests through it for every service declared.
+        var limitsBroken: [String] {
+            var broken: [String] = []
+            func atMost(_ count: Int, _ limit: Int, _ what: String, _ constant: String) {
+                if count > limit { broken.append("\(interface): \(count) \(what), at most \(limit) (\(constant) in cservice.h)") }
+            }
+            func basic(_ signature: String, atMost limit: Int, _ what: String, _ constant: String) {
+                if signature.count > limit {
+                    broken.append("\(interface): \(what) \"\(signature)\" has \(signature.count) values, at most \(limit) (\(constant) in cservice.h)")
+                }
+                if !signature.allSatisfy(Limits.basicTypes.contains) {
+                    broken.append("\(interface): \(what) \"\(signature)\" is not of basic types only (\(XIL_SERVICE_BASIC_TYPES), XIL_SERVICE_BASIC_TYPES in cservice.h)")
+                }
+            }
+            atMost(names.count, Limits.names, "names", "XIL_SERVICE_NAMES_MAX")
+            atMost(paths.count, Limits.paths, "paths", "XIL_SERVICE_PATHS_MAX")
+            atMost(methods.count, Limits.methods, "methods", "XIL_SERVICE_METHODS_MAX")
+            atMost(signals.count, Limits.signals, "signals", "XIL_SERVICE_SIGNALS_MAX")
+            for method in methods {
+                basic(method.takes, atMost: Limits.arguments, "method \(method.name) takes", "XIL_SERVICE_ARGS_MAX")
+                basic(method.returns, atMost: Limits.values, "method \(method.name) returns", "XIL_SERVICE_VALUES_MAX")
+            }
+            for (signal, signature) in signals {
+                basic(signature, atMost: Limits.values, "signal \(signal) carries", "XIL_SERVICE_VALUES_MAX")
+            }
+            return broken
+        }
+    }
+
+    /// What it was declared with.
+    let declaration: Declaration
     /// Its well-known names (the first is its own; another is one that older clients call).
     let names: [String]
     var name: String { names.first ?? interface }
@@ -46,6 +102,11 @@ final class BusService {
 
     /// `signals`: each as (name, signature) with one basic type or none.
     init(names: [String], interface: String, paths: [String], methods: [Method], signals: [(String, String)] = []) {
+        declaration = Declaration(names: names, interface: interface, paths: paths, methods: methods, signals: signals)
+        // The table is fixed: a limit it goes past is a mistake in it, which AgentTests
+        // find for every service declared (BusServiceTests), before any bus is there.
+        let broken = declaration.limitsBroken
+        precondition(broken.isEmpty, broken.joined(separator: "; "))
         self.names = names
         self.interface = interface
         self.methods = methods
@@ -66,7 +127,7 @@ final class BusService {
             if result == 1 { service.owned.insert(name) } else { service.owned.remove(name) }
             service.onServed(name, result, owner)
         }
-        // The table is fixed: a refusal here is a mistake in it, found by any test that serves it.
+        // Within the limits, the C layer refuses only for want of memory.
         guard let service = xil_service_new(interface, callbacks) else { return }
         for name in names { precondition(xil_service_add_name(service, name) >= 0, "\(name): too many names") }
         for path in paths { precondition(xil_service_add_path(service, path) >= 0, "\(interface): path \(path)") }

@@ -8,6 +8,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The table's limits, one place for both sides: the Swift side checks every
+ * declaration against them (BusService.Declaration.limitsBroken) before it is added
+ * here, where going past one is refused. */
+#define XIL_SERVICE_NAMES_MAX 2
+#define XIL_SERVICE_PATHS_MAX 4
+#define XIL_SERVICE_METHODS_MAX 16
+#define XIL_SERVICE_SIGNALS_MAX 4
+/* A method's arguments; its return value, and a signal's, is one at most. */
+#define XIL_SERVICE_ARGS_MAX 8
+#define XIL_SERVICE_VALUES_MAX 1
+/* The basic types a signature may hold: string, object path, uint32, int32, boolean. */
+#define XIL_SERVICE_BASIC_TYPES "souib"
+
 typedef struct sd_bus sd_bus;
 struct xil_service;
 /* One method call, valid only while it is handed over. */
@@ -27,10 +40,10 @@ struct xil_service_callbacks {
 
 /* A service of `interface`; NULL without memory. `callbacks` must outlive it. */
 struct xil_service *xil_service_new(const char *interface, const struct xil_service_callbacks *callbacks);
-/* A well-known name it asks for (at most 2). Its index, or -errno. */
+/* A well-known name it asks for (at most XIL_SERVICE_NAMES_MAX). Its index, or -errno. */
 int xil_service_add_name(struct xil_service *service, const char *name);
 int xil_service_add_path(struct xil_service *service, const char *path);
-/* `in`: basic types only (s o u i b), at most 8; `out`: "" or one basic type.
+/* `in`: basic types only, at most XIL_SERVICE_ARGS_MAX; `out`: "" or one basic type.
  * needs_caller: the call waits for the caller's pid. Its index, or -errno. */
 int xil_service_add_method(struct xil_service *service, const char *name, const char *in, const char *out, int needs_caller);
 /* `signature`: "" or one basic type. Its index, or -errno. */
