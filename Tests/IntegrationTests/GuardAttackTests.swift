@@ -364,15 +364,7 @@ struct GuardAttackTests {
         try await GuardSession.with { g in
             let xclient = try await compileXClient(g)
             let locker = try await guardLocker(g, figure: "6. kill -9 before the attack")
-            // The locker's window: the full-screen child of the root (640x480+0+0) of the
-            // newest client (the highest id); the agent is gone, the locker is the only client.
-            let tree = try await g.s.x("xwininfo", "-root", "-children")
-            let windows = tree.split(separator: "\n").compactMap { line -> UInt? in
-                let words = line.split(separator: " ")
-                guard let id = words.first, id.hasPrefix("0x"), words.contains("640x480+0+0") else { return nil }
-                return UInt(id.dropFirst(2), radix: 16)
-            }
-            let window = try #require(windows.max(), "no full-screen window of the locker's:\n\(tree)")
+            let window = try await lockerWindow(g)
             let stopped = try await g.runAsUser("kill", ["-STOP", "\(locker)"])
             try #require(stopped.exit == .exited(0), "kill -STOP as the user: \(stopped.stderr)")
             // The attack took (the locker stopped), or the guard, which traces its lockers,
@@ -419,96 +411,80 @@ struct GuardAttackTests {
         }
     }
 
+    /// The locker's window: the full-screen child of the root (640x480+0+0) of the newest
+    /// client (the highest id), the locker being the last client to come.
+    func lockerWindow(_ g: GuardSession) async throws -> UInt {
+        let tree = try await g.s.x("xwininfo", "-root", "-children")
+        let windows = tree.split(separator: "\n").compactMap { line -> UInt? in
+            let words = line.split(separator: " ")
+            guard let id = words.first, id.hasPrefix("0x"), words.contains("640x480+0+0") else { return nil }
+            return UInt(id.dropFirst(2), radix: 16)
+        }
+        return try #require(windows.max(), "no full-screen window of the locker's:\n\(tree)")
+    }
+
+    /// The attack of 6 and 10 on a real i3lock: started by `parent` (the guard, or the
+    /// agent after `xidlelock lock`); as the user, SIGSTOP (the tracer drops it: `dropped`
+    /// says so in its log), then `xkill` of its window. The next i3lock of the same parent
+    /// must hold the keyboard within agent-grace + 2 s.
+    func stopThenKillI3lock(_ g: GuardSession, parent: Int32, of whose: String, log: @escaping () -> String,
+                            dropped: @escaping (Int32) -> String, figure name: String) async throws {
+        let xclient = try await compileXClient(g)
+        func i3locks() -> [Int32] {
+            ProcInfo.allPids.filter { pid in
+                ProcInfo.parent(pid) == parent && ProcInfo.commandLine(pid).split(separator: " ").first?.hasSuffix("i3lock") == true
+            }
+        }
+        func keyboardHeld() async throws -> Bool { try await g.s.run(xclient, ["keyboard"]).stdout.hasPrefix("held") }
+        var first: Int32 = 0
+        try await g.wait("\(whose) i3lock to hold the keyboard") {
+            guard let pid = i3locks().first else { return false }
+            first = pid
+            return try await keyboardHeld()
+        }
+        let stopped = try await g.runAsUser("kill", ["-STOP", "\(first)"])
+        try #require(stopped.exit == .exited(0), "kill -STOP as the user: \(stopped.stderr)")
+        try await g.wait("\(whose) tracer to drop the stop of its i3lock") {
+            log().contains(dropped(first)) || ["T", "t"].contains(ProcInfo.state(first) ?? "")
+        }
+        #expect(!["T", "t"].contains(ProcInfo.state(first) ?? ""), "\(whose) i3lock \(first) is stopped\n\(log())")
+        let window = try await lockerWindow(g)
+        let killed = try await g.runAsUser("xkill", ["-id", "0x" + String(window, radix: 16)])
+        let attackAt = ContinuousClock.now
+        try #require(killed.exit == .exited(0), "xkill as the user: \(killed.stderr)")
+        var next: Int32?
+        try await g.wait("another i3lock of \(whose) to hold the keyboard", timeout: guardGrace + guardActWindow + .seconds(10)) {
+            guard let pid = i3locks().first(where: { $0 != first }) else { return false }
+            next = pid
+            return try await keyboardHeld()
+        }
+        let after = ContinuousClock.now - attackAt
+        print("guard figure (\(name)): i3lock \(first) ended, i3lock \(next ?? 0) held the keyboard \(after.milliseconds) ms after the xkill")
+        #expect(after <= guardGrace + guardActWindow, "the next i3lock held the keyboard \(after.milliseconds) ms after the xkill\n\(log())")
+    }
+
     @Test("6b. the same with the real i3lock as the policy's locker: SIGSTOP as the user is dropped (it keeps running), and once its window is xkilled the guard's next i3lock holds the keyboard within agent-grace + 2 s")
     func stoppedI3lockWindowKilled() async throws {
         try await GuardSession.with(locker: "i3lock -n -c ff0000") { g in
-            let xclient = try await compileXClient(g)
             let agent = try await g.startVerifiedAgent()
             agent.send(SIGKILL)
             _ = try await agent.waitForExit()
             let guardPid = try #require(g.guardProcess?.processIdentifier)
-            func guardI3locks() -> [Int32] {
-                ProcInfo.allPids.filter { ProcInfo.parent($0) == guardPid && ProcInfo.commandLine($0).hasPrefix("i3lock") }
-            }
-            func keyboardHeld() async throws -> Bool { try await g.s.run(xclient, ["keyboard"]).stdout.hasPrefix("held") }
-            var first: Int32 = 0
-            try await g.wait("the guard's i3lock to hold the keyboard") {
-                guard let pid = guardI3locks().first else { return false }
-                first = pid
-                return try await keyboardHeld()
-            }
-            let stopped = try await g.runAsUser("kill", ["-STOP", "\(first)"])
-            try #require(stopped.exit == .exited(0), "kill -STOP as the user: \(stopped.stderr)")
-            try await g.wait("the guard to drop the stop of its i3lock") {
-                g.guardLog.contains("to the guard's locker (pid \(first)) dropped") || ["T", "t"].contains(ProcInfo.state(first) ?? "")
-            }
-            #expect(!["T", "t"].contains(ProcInfo.state(first) ?? ""), "the guard's i3lock \(first) is stopped\n\(g.logs)")
-            let tree = try await g.s.x("xwininfo", "-root", "-children")
-            let windows = tree.split(separator: "\n").compactMap { line -> UInt? in
-                let words = line.split(separator: " ")
-                guard let id = words.first, id.hasPrefix("0x"), words.contains("640x480+0+0") else { return nil }
-                return UInt(id.dropFirst(2), radix: 16)
-            }
-            let window = try #require(windows.max(), "no full-screen window of i3lock's:\n\(tree)")
-            let killed = try await g.runAsUser("xkill", ["-id", "0x" + String(window, radix: 16)])
-            let attackAt = ContinuousClock.now
-            try #require(killed.exit == .exited(0), "xkill as the user: \(killed.stderr)")
-            var next: Int32?
-            try await g.wait("another i3lock of the guard's to hold the keyboard", timeout: guardGrace + guardActWindow + .seconds(10)) {
-                guard let pid = guardI3locks().first(where: { $0 != first }) else { return false }
-                next = pid
-                return try await keyboardHeld()
-            }
-            let after = ContinuousClock.now - attackAt
-            print("guard figure (6b. real i3lock, stopped then its window killed): i3lock \(first) ended, i3lock \(next ?? 0) held the keyboard \(after.milliseconds) ms after")
-            #expect(after <= guardGrace + guardActWindow, "the next i3lock held the keyboard \(after.milliseconds) ms after the xkill\n\(g.logs)")
+            try await stopThenKillI3lock(g, parent: guardPid, of: "the guard's", log: { g.guardLog },
+                                         dropped: { "to the guard's locker (pid \($0)) dropped" },
+                                         figure: "6b. the guard's i3lock stopped, then its window killed")
         }
     }
 
     @Test("10. the agent's own locker (the real i3lock, the policy's) stopped and its window xkilled, as the user: the stop is dropped, and the agent's next i3lock holds the keyboard within agent-grace + 2 s")
     func agentLockerStoppedWindowKilled() async throws {
         try await GuardSession.with(locker: "i3lock -n -c ff0000") { g in
-            let xclient = try await compileXClient(g)
             let agent = try await g.startVerifiedAgent()
-            func agentI3locks() -> [Int32] {
-                ProcInfo.allPids.filter { pid in
-                    ProcInfo.parent(pid) == agent.pid && ProcInfo.commandLine(pid).split(separator: " ").first?.hasSuffix("i3lock") == true
-                }
-            }
-            func keyboardHeld() async throws -> Bool { try await g.s.run(xclient, ["keyboard"]).stdout.hasPrefix("held") }
             let lock = try await g.runAsUser(agentBinary, ["lock"])
             #expect(lock.exit == .exited(0), "xidlelock lock as the user: \(lock.stderr)")
-            var first: Int32 = 0
-            try await g.wait("the agent's i3lock to hold the keyboard") {
-                guard let pid = agentI3locks().first else { return false }
-                first = pid
-                return try await keyboardHeld()
-            }
-            let stopped = try await g.runAsUser("kill", ["-STOP", "\(first)"])
-            try #require(stopped.exit == .exited(0), "kill -STOP as the user: \(stopped.stderr)")
-            try await g.wait("the agent to drop the stop of its i3lock") {
-                agent.log.contains("(pid \(first)) was sent a stop signal") || ["T", "t"].contains(ProcInfo.state(first) ?? "")
-            }
-            #expect(!["T", "t"].contains(ProcInfo.state(first) ?? ""), "the agent's i3lock \(first) is stopped\n\(agent.log)")
-            let tree = try await g.s.x("xwininfo", "-root", "-children")
-            let windows = tree.split(separator: "\n").compactMap { line -> UInt? in
-                let words = line.split(separator: " ")
-                guard let id = words.first, id.hasPrefix("0x"), words.contains("640x480+0+0") else { return nil }
-                return UInt(id.dropFirst(2), radix: 16)
-            }
-            let window = try #require(windows.max(), "no full-screen window of i3lock's:\n\(tree)")
-            let killed = try await g.runAsUser("xkill", ["-id", "0x" + String(window, radix: 16)])
-            let attackAt = ContinuousClock.now
-            try #require(killed.exit == .exited(0), "xkill as the user: \(killed.stderr)")
-            var next: Int32?
-            try await g.wait("another i3lock of the agent's to hold the keyboard", timeout: guardGrace + guardActWindow + .seconds(10)) {
-                guard let pid = agentI3locks().first(where: { $0 != first }) else { return false }
-                next = pid
-                return try await keyboardHeld()
-            }
-            let after = ContinuousClock.now - attackAt
-            print("guard figure (10. the agent's i3lock stopped, then its window killed): i3lock \(first) ended, i3lock \(next ?? 0) held the keyboard \(after.milliseconds) ms after")
-            #expect(after <= guardGrace + guardActWindow, "the next i3lock held the keyboard \(after.milliseconds) ms after the xkill\n\(agent.log)")
+            try await stopThenKillI3lock(g, parent: agent.pid, of: "the agent's", log: { agent.log },
+                                         dropped: { "(pid \($0)) was sent a stop signal" },
+                                         figure: "10. the agent's i3lock stopped, then its window killed")
         }
     }
 
