@@ -33,6 +33,8 @@ public final class GuardService {
         return trees
     }()
     private var logindReachable = true
+    /// logind's bus, joined again every 2 s while it is lost.
+    private var logindBackoff = Backoff.every(.seconds(2))
     /// The X server checks running (`checkDisplay`), by pid: their session.
     private var displayChecks: [pid_t: String] = [:]
     /// Root's questions waiting for the agents' answers (`proofWanted`).
@@ -602,7 +604,7 @@ public final class GuardService {
         logindReachable = false
         carryOut(machine.handle(.logindLost(reason: reason), at: SystemClock.now().monotonic))
         guard retry else { return }
-        loop.add(RetryTimer(at: SystemClock.now().monotonic + .seconds(2)) { [unowned self] in connectBus() })
+        loop.add(RetryTimer(at: SystemClock.now().monotonic + logindBackoff.next()) { [unowned self] in connectBus() })
     }
 
     /// Reads every session again (a signal said something changed; never polled).
