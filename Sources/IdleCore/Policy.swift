@@ -150,29 +150,43 @@ extension Policy {
     }
 }
 
-extension AgentOptions {
-    /// Reads the policy (if there is one) and enforces it over these options.
-    mutating func applyPolicy(from sources: ConfigSources) {
+/// The admin's policy as read from its file, under the one failure rule both its readers
+/// (the agent and the guard) share: it fails closed. A file that exists in some form but
+/// cannot be read (a dangling symlink, a FIFO, a directory: an admin meant something by
+/// it), or a line that cannot be, makes the policy `secure` and keeps the lines it could
+/// read; each error says so ("; enforcing secure").
+public struct LoadedPolicy: Equatable, Sendable {
+    public var path: String
+    public var policy: Policy
+    public var settings: [ReportedSetting]
+    public var errors: [String]
+
+    /// nil when there is no policy file.
+    public static func read(from sources: ConfigSources) -> LoadedPolicy? {
         let path = sources.policy
-        var report = PolicyReport(path: path)
-        var policy = Policy()
         let contents = sources.read(path)
         switch contents {
         case .missing:
-            return
+            return nil
         case .unreadable(let reason):
-            // Fail closed: an admin meant something by it (a dangling symlink, a FIFO
-            // and a directory too: the path exists in some form).
-            report.errors.append("\(path): cannot be read (\(reason)); enforcing secure")
+            var policy = Policy()
             policy.secure = true
+            return LoadedPolicy(path: path, policy: policy, settings: [], errors: ["\(path): cannot be read (\(reason)); enforcing secure"])
         case .bytes, .text:
             let read = Policy.read(ConfigText.lines(contents) ?? [], path: path)
-            policy = read.policy
-            report.settings = read.settings
-            report.errors = read.errors.map { $0 + "; enforcing secure" }
+            var policy = read.policy
             if !read.errors.isEmpty { policy.secure = true }
+            return LoadedPolicy(path: path, policy: policy, settings: read.settings, errors: read.errors.map { $0 + "; enforcing secure" })
         }
-        report.changes = enforce(policy, from: path)
+    }
+}
+
+extension AgentOptions {
+    /// Reads the policy (if there is one) and enforces it over these options.
+    mutating func applyPolicy(from sources: ConfigSources) {
+        guard let loaded = LoadedPolicy.read(from: sources) else { return }
+        var report = PolicyReport(path: loaded.path, errors: loaded.errors, settings: loaded.settings)
+        report.changes = enforce(loaded.policy, from: loaded.path)
         self.policy = report
     }
 

@@ -77,8 +77,11 @@ public final class GuardService {
         verbose = options.verbose
         let sources = ConfigSources.thisMachine
         let (file, policy, errors) = Policy.forGuard(from: sources)
-        // An unreadable line: the agents run secure; the guard guards with what it read.
-        for error in errors { Log.write(.error, "policy \(error): the guard uses what it could read") }
+        // Fails closed, as the agents do (they run secure): the guard guards with the lines
+        // it could read and its defaults for the rest (lock, after the default grace).
+        for error in errors {
+            Log.write(.error, "policy \(error): the guard guards with what it could read and its defaults for the rest (on-agent-lost lock, agent-grace \(GuardSettings.defaultAgentGrace))")
+        }
         policyFile = file
         locker = policy.locker
         machine = GuardMachine(settings: policy.guardSettings)
