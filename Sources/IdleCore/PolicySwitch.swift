@@ -1,7 +1,8 @@
 /// A switch the admin's policy can turn on (`secure`, `lock-at-start`, …), declared
 /// once: its name, where it lives in the policy and in the agent's options, and its
 /// words. The policy's grammar (`Policy.specs`), its enforcement over the user's
-/// options (`AgentOptions.enforce`) and doctor's check (`PolicyCheck`) come from these
+/// options (`AgentOptions.enforce`), what the agent reports of it
+/// (`AgentOptions.settingsReport`) and doctor's check (`PolicyCheck`) come from these
 /// rows; a new switch is a new row (and its fields in `Policy` and `AgentOptions`).
 struct PolicySwitch: Sendable {
     /// As written in the policy file, and the agent's flag without its "--".
@@ -16,6 +17,9 @@ struct PolicySwitch: Sendable {
     let meaning: String
     /// What `secure` set by the policy already gives of it, for doctor (nil: nothing).
     var coveredBySecure: String? = nil
+    /// The agent reports it to doctor even when off (`secure`: "no" tells an agent
+    /// without it from an older one that does not say); the others only when on.
+    var reportedWhenOff = false
     /// The policy claims it even when the user asked for it too (its origin is the
     /// policy's, so a failure is the policy's error).
     var ownedWhenAsked = false
@@ -30,12 +34,13 @@ struct PolicySwitch: Sendable {
         return OptionSpec("--" + name, nil, help) { p, _ in p[keyPath: policy] = true }
     }
 
+    /// In the order the agent reports them (lock-on-card-removal last: card-atr follows it).
     static let all: [PolicySwitch] = [
         PolicySwitch(name: "secure", policy: \.secure, option: \.secure,
                      help: "As --secure: nothing may hold the lock off or stop the agent.",
                      change: "nothing may hold the lock off or stop the agent",
                      meaning: "nothing may hold the lock off or stop the agent (no disable, inhibit or quit)",
-                     enforced: .beforeLocker),
+                     reportedWhenOff: true, enforced: .beforeLocker),
         PolicySwitch(name: "ignore-screensaver-reset", policy: \.ignoreScreensaverReset, option: \.ignoreScreensaverReset,
                      help: "As --ignore-screensaver-reset: only real input counts as activity.",
                      change: "only real input counts as activity",
