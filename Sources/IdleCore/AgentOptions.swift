@@ -329,21 +329,14 @@ public struct AgentOptions: Equatable, Sendable {
         }
         report += [
             ReportedSetting(name: "locker", value: command, from: from("--locker", chosen: "default (the first installed)")),
-            ReportedSetting(name: "secure", value: secure ? "yes" : "no", from: from("--secure")),
         ]
-        if ignoreScreensaverReset {
-            report.append(ReportedSetting(name: "ignore-screensaver-reset", value: "yes", from: from("--ignore-screensaver-reset")))
+        // The policy's switches, as their rows say: each when on (secure either way).
+        for row in PolicySwitch.all where self[keyPath: row.option] || row.reportedWhenOff {
+            report.append(ReportedSetting(name: row.name, value: self[keyPath: row.option] ? "yes" : "no", from: from("--" + row.name)))
         }
-        if ignoreXtest {
-            report.append(ReportedSetting(name: "ignore-xtest", value: "yes", from: from("--ignore-xtest")))
-        }
-        if lockOnSwitch { report.append(ReportedSetting(name: "lock-on-switch", value: "yes", from: from("--lock-on-switch"))) }
-        if lockAtStart { report.append(ReportedSetting(name: "lock-at-start", value: "yes", from: from("--lock-at-start"))) }
-        if lockOnCardRemoval {
-            report.append(ReportedSetting(name: "lock-on-card-removal", value: "yes", from: from("--lock-on-card-removal")))
-            if let cardATRs {
-                report.append(ReportedSetting(name: "card-atr", value: cardATRs.map(\.description).joined(separator: ","), from: from("--card-atr")))
-            }
+        // Right after lock-on-card-removal, the last row.
+        if lockOnCardRemoval, let cardATRs {
+            report.append(ReportedSetting(name: "card-atr", value: cardATRs.map(\.description).joined(separator: ","), from: from("--card-atr")))
         }
         if let notifyBefore { report.append(ReportedSetting(name: "notify-before", value: notifyBefore.description, from: from("--notify-before"))) }
         if !stages.isEmpty {

@@ -750,18 +750,13 @@ public enum GuardMessage: Equatable, Sendable {
 
 extension Policy {
     /// The admin's policy as the guard reads it: the file (nil when there is none), the
-    /// policy, and each line it could not read. An unreadable policy still guards (with
-    /// the defaults): the agents run `secure` under it.
+    /// policy, and each error. The one reading the agent makes too (`LoadedPolicy`), with
+    /// its one rule: an unreadable file or line fails closed (the policy is `secure`, the
+    /// lines read are kept). The guard's own settings (its locker, on-agent-lost,
+    /// agent-grace) are then those lines' or the defaults: lock, after the default grace.
     public static func forGuard(from sources: ConfigSources) -> (file: String?, policy: Policy, errors: [String]) {
-        let path = sources.policy
-        let contents = sources.read(path)
-        switch contents {
-        case .missing: return (nil, Policy(), [])
-        case .unreadable(let reason): return (path, Policy(), ["\(path): cannot be read (\(reason))"])
-        case .bytes, .text:
-            let read = Policy.read(ConfigText.lines(contents) ?? [], path: path)
-            return (path, read.policy, read.errors)
-        }
+        guard let loaded = LoadedPolicy.read(from: sources) else { return (nil, Policy(), []) }
+        return (loaded.path, loaded.policy, loaded.errors)
     }
 }
 

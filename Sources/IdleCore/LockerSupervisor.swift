@@ -249,7 +249,8 @@ public struct LockerSupervisor: Equatable, Sendable {
     /// An exit 0 sooner than this never held the screen: no one types a password
     /// that fast, and lockers that fork return within milliseconds.
     public let shortestHold: Millis
-    public static let longestRetryDelay = Millis.seconds(60)
+    /// Out of the policy, the delays after the second failed attempt on: 1, 2, 4 … 60 s.
+    public static let backoff = Backoff(first: .seconds(1), limit: .seconds(60))
     /// Under the policy the session's user is one of the attackers: one who kills each
     /// locker as it starts must not buy a minute of open screen by the back-off. The
     /// first `immediateRetries` failures in a row are replaced at once, the later ones
@@ -533,7 +534,7 @@ public struct LockerSupervisor: Equatable, Sendable {
     func retryDelay(attempt: Int) -> Millis {
         if underPolicy { return attempt > LockerSupervisor.immediateRetries ? LockerSupervisor.policyRetryGap : .zero }
         guard attempt > 1 else { return .zero }
-        return Swift.min(Millis.seconds(1 << Int64(Swift.min(attempt - 2, 6))), LockerSupervisor.longestRetryDelay)
+        return LockerSupervisor.backoff.delay(attempt: attempt - 1)
     }
 
     /// The state in the user's words, for status.

@@ -44,12 +44,9 @@ public struct Policy: Equatable, Sendable {
         GuardSettings(onAgentLost: onAgentLost ?? .lock, agentGrace: agentGrace ?? GuardSettings.defaultAgentGrace)
     }
 
-    static let specs: [OptionSpec<Policy>] = [
+    static let specs: [OptionSpec<Policy>] = PolicySwitch.all.map(\.spec) + [
         OptionSpec("--max-lock-after", "DURATION", "The longest lock time allowed; a longer one is clamped to it.") { p, v throws(UsageError) in
             p.maxLockAfter = try duration(v, for: "max-lock-after")
-        },
-        OptionSpec("--secure", nil, "As --secure: nothing may hold the lock off or stop the agent.") { p, _ in
-            p.secure = true
         },
         OptionSpec("--locker", "CMD", "The locker, whatever the user's flags and files say.") { p, v throws(UsageError) in
             p.locker = try command(v, for: "locker")
@@ -59,21 +56,6 @@ public struct Policy: Equatable, Sendable {
         },
         OptionSpec("--max-inhibit", "DURATION", "The longest the screen stays unlocked without input while inhibitors or a disable hold the lock off, however they are chained or renewed.") { p, v throws(UsageError) in
             p.maxInhibit = try duration(v, for: "max-inhibit")
-        },
-        OptionSpec("--ignore-screensaver-reset", nil, "As --ignore-screensaver-reset: only real input counts as activity.") { p, _ in
-            p.ignoreScreensaverReset = true
-        },
-        OptionSpec("--ignore-xtest", nil, "As --ignore-xtest: input faked through XTEST (xdotool, jigglers, remote sessions) is not activity.") { p, _ in
-            p.ignoreXtest = true
-        },
-        OptionSpec("--lock-on-switch", nil, "As --lock-on-switch: lock the moment another session comes to the front.") { p, _ in
-            p.lockOnSwitch = true
-        },
-        OptionSpec("--lock-at-start", nil, "As --lock-at-start: lock the moment the agent starts.") { p, _ in
-            p.lockAtStart = true
-        },
-        OptionSpec("--lock-on-card-removal", nil, "As --lock-on-card-removal: lock the moment a smart card is taken out; the user's --card-atr does not narrow it.") { p, _ in
-            p.lockOnCardRemoval = true
         },
         OptionSpec("--card-atr", "LIST", "The cards whose removal locks (a comma-separated list of ATRs), whatever the user's files say.") { p, v throws(UsageError) in
             p.cardATRs = try CardATR.list(v, for: "card-atr")
@@ -150,29 +132,43 @@ extension Policy {
     }
 }
 
-extension AgentOptions {
-    /// Reads the policy (if there is one) and enforces it over these options.
-    mutating func applyPolicy(from sources: ConfigSources) {
+/// The admin's policy as read from its file, under the one failure rule both its readers
+/// (the agent and the guard) share: it fails closed. A file that exists in some form but
+/// cannot be read (a dangling symlink, a FIFO, a directory: an admin meant something by
+/// it), or a line that cannot be, makes the policy `secure` and keeps the lines it could
+/// read; each error says so ("; enforcing secure").
+public struct LoadedPolicy: Equatable, Sendable {
+    public var path: String
+    public var policy: Policy
+    public var settings: [ReportedSetting]
+    public var errors: [String]
+
+    /// nil when there is no policy file.
+    public static func read(from sources: ConfigSources) -> LoadedPolicy? {
         let path = sources.policy
-        var report = PolicyReport(path: path)
-        var policy = Policy()
         let contents = sources.read(path)
         switch contents {
         case .missing:
-            return
+            return nil
         case .unreadable(let reason):
-            // Fail closed: an admin meant something by it (a dangling symlink, a FIFO
-            // and a directory too: the path exists in some form).
-            report.errors.append("\(path): cannot be read (\(reason)); enforcing secure")
+            var policy = Policy()
             policy.secure = true
+            return LoadedPolicy(path: path, policy: policy, settings: [], errors: ["\(path): cannot be read (\(reason)); enforcing secure"])
         case .bytes, .text:
             let read = Policy.read(ConfigText.lines(contents) ?? [], path: path)
-            policy = read.policy
-            report.settings = read.settings
-            report.errors = read.errors.map { $0 + "; enforcing secure" }
+            var policy = read.policy
             if !read.errors.isEmpty { policy.secure = true }
+            return LoadedPolicy(path: path, policy: policy, settings: read.settings, errors: read.errors.map { $0 + "; enforcing secure" })
         }
-        report.changes = enforce(policy, from: path)
+    }
+}
+
+extension AgentOptions {
+    /// Reads the policy (if there is one) and enforces it over these options.
+    mutating func applyPolicy(from sources: ConfigSources) {
+        guard let loaded = LoadedPolicy.read(from: sources) else { return }
+        var report = PolicyReport(path: loaded.path, errors: loaded.errors, settings: loaded.settings)
+        report.changes = enforce(loaded.policy, from: loaded.path)
         self.policy = report
     }
 
@@ -199,11 +195,7 @@ extension AgentOptions {
             changes.append("notify-before \(before) no longer fits before the lock on battery: warning \(Millis(battery.value / 2)) before it")
             notifyBefore = Millis(Swift.min(before.value, battery.value / 2))
         }
-        if policy.secure && !secure {
-            secure = true
-            origins["--secure"] = .policy(path: path)
-            changes.append("secure: nothing may hold the lock off or stop the agent")
-        }
+        for row in PolicySwitch.all where row.enforced == .beforeLocker { enforce(row, policy, from: path, &changes) }
         if let locker = policy.locker {
             if let asked = self.locker, asked != locker {
                 changes.append("locker '\(asked)' replaced by the policy's '\(locker)'")
@@ -231,22 +223,7 @@ extension AgentOptions {
             maxInhibit = max
             changes.append("inhibitors and disables hold the lock off for \(max) at most after the last input, however renewed")
         }
-        if policy.lockOnSwitch && !lockOnSwitch {
-            lockOnSwitch = true
-            origins["--lock-on-switch"] = .policy(path: path)
-            changes.append("lock-on-switch: the screen locks the moment another session comes to the front")
-        }
-        if policy.lockAtStart && !lockAtStart {
-            lockAtStart = true
-            origins["--lock-at-start"] = .policy(path: path)
-            changes.append("lock-at-start: the screen locks the moment the agent starts")
-        }
-        if policy.lockOnCardRemoval {
-            if !lockOnCardRemoval { changes.append("lock-on-card-removal: the screen locks the moment a smart card is taken out") }
-            // The policy's even when the user asked for it too: a card watch that fails is then an error.
-            lockOnCardRemoval = true
-            origins["--lock-on-card-removal"] = .policy(path: path)
-        }
+        for row in PolicySwitch.all where row.enforced == .afterMaxInhibit { enforce(row, policy, from: path, &changes) }
         if lockOnCardRemoval && (policy.lockOnCardRemoval || policy.cardATRs != nil) && cardATRs != policy.cardATRs {
             // The user may not narrow the admin's setting to cards that are never there.
             if let policyATRs = policy.cardATRs {
@@ -257,17 +234,21 @@ extension AgentOptions {
             cardATRs = policy.cardATRs
             origins["--card-atr"] = .policy(path: path)
         }
-        if policy.ignoreScreensaverReset && !ignoreScreensaverReset {
-            ignoreScreensaverReset = true
-            origins["--ignore-screensaver-reset"] = .policy(path: path)
-            changes.append("ignore-screensaver-reset: only real input counts as activity")
-        }
-        if policy.ignoreXtest && !ignoreXtest {
-            ignoreXtest = true
-            origins["--ignore-xtest"] = .policy(path: path)
-            changes.append("ignore-xtest: input faked through XTEST (xdotool, jigglers, remote sessions) is not activity")
-        }
+        for row in PolicySwitch.all where row.enforced == .afterCardATRs { enforce(row, policy, from: path, &changes) }
         return changes
+    }
+
+    /// One switch of the policy's, turned on over these options.
+    private mutating func enforce(_ row: PolicySwitch, _ policy: Policy, from path: String, _ changes: inout [String]) {
+        guard policy[keyPath: row.policy] else { return }
+        let flag = "--" + row.name
+        if !self[keyPath: row.option] {
+            self[keyPath: row.option] = true
+            origins[flag] = .policy(path: path)
+            changes.append("\(row.name): \(row.change)")
+        } else if row.ownedWhenAsked {
+            origins[flag] = .policy(path: path)
+        }
     }
 }
 

@@ -220,24 +220,14 @@ public enum PolicyCheck {
                     return (false, "the agent locks after \(lockAfter), but \(file) lets the user set up to \(cap), above \(limit)")
                 }
                 return (true, "the agent locks after \(lockAfter); \(file) keeps it at \(cap) or less")
-            case "secure":
-                return flag("secure", "nothing may hold the lock off or stop the agent (no disable, inhibit or quit)")
-            case "ignore-screensaver-reset":
-                if secureByPolicy && settings["secure"] == "yes" { return (true, "\(file) sets secure, which counts only real input") }
-                return flag("ignore-screensaver-reset", "only real input counts as activity")
-            case "ignore-xtest":
-                if secureByPolicy && settings["secure"] == "yes" { return (true, "\(file) sets secure, which counts no XTEST input") }
-                return flag("ignore-xtest", "XTEST input (xdotool, jigglers, remote sessions) is not activity")
             case "lock-on-switch":
-                let (met, detail) = flag(r.name, "the screen locks when another session comes to the front")
+                let (met, detail) = check(PolicySwitch.lockOnSwitch)
                 guard met else { return (met, detail) }
                 // It rests on logind's word about the agent's own session.
                 guard let session = status["session"], session != .null, session["from"]?.string == "logind" else {
                     return (false, "in force, but the agent follows no logind session: it cannot see another session come to the front")
                 }
                 return (true, detail + "; logind's session \(session["id"]?.string ?? "?")")
-            case "lock-at-start":
-                return flag(r.name, "the screen locks the moment the agent starts")
             case "lock-on-card-removal":
                 guard let card = status["card"], card != .null, let on = card["lock_on_removal"]?.bool else {
                     return (false, "this agent has no card removal (lock-on-card-removal): it does not lock when the smart card is removed")
@@ -247,7 +237,7 @@ public enum PolicyCheck {
                 guard policy["lock-on-card-removal"] != nil else {
                     return (false, "the agent locks when the smart card is removed, but \(file) does not set lock-on-card-removal: the user can turn it off")
                 }
-                return (true, "removing the smart card locks the screen; set by \(file)")
+                return (true, "\(PolicySwitch.lockOnCardRemoval.meaning); set by \(file)")
             case "locker":
                 let running = settings["locker"] ?? "?"
                 guard PolicyCheck.sameLocker(running: running, written: r.value) else { return (false, "the agent's locker is `\(running)`, not `\(r.value)`") }
@@ -292,9 +282,19 @@ public enum PolicyCheck {
                 guard grace <= limit else { return (false, "\(file) lets the guard wait \(grace) for a lost agent, above \(limit)") }
                 return (true, "the guard acts \(grace) after the agent is lost")
             default:
+                if let row = PolicySwitch.named(r.name) { return check(row) }
                 // A setting this doctor does not know how to check is never passed silently.
                 return (false, "this doctor cannot check '\(r.name)'")
             }
+        }
+
+        /// A switch of the policy's, as its row says: in force and set by the policy, or
+        /// given by the policy's `secure`.
+        func check(_ row: PolicySwitch) -> (Bool, String) {
+            if let covered = row.coveredBySecure, secureByPolicy && settings["secure"] == "yes" {
+                return (true, "\(policyFile ?? "the policy") sets secure, which \(covered)")
+            }
+            return flag(row.name, row.meaning)
         }
 
         /// A switch the policy must set, and that must be in force.

@@ -13,7 +13,9 @@ final class AudioWatch: EventSource {
     private let pulse: OpaquePointer
     private var callbacks: UnsafeMutablePointer<xil_pulse_callbacks>
     private var retryAt: MonotonicInstant?
-    private var retryDelay: Millis?
+    /// 1 s, doubling to a minute: a server started just after the agent is followed
+    /// at once, and one that never comes costs a wake-up a minute.
+    private var backoff = Backoff(first: .seconds(1), limit: .minutes(1))
     private var connected = false
     private var everConnected = false
     /// The last reason a connection failed, said once until one succeeds.
@@ -76,7 +78,7 @@ final class AudioWatch: EventSource {
 
     private func connectedTo(_ server: String) {
         connected = true
-        retryDelay = nil
+        backoff.reset()
         saidFailure = false
         Log.write(.info, "following the sound server at \(ClientText.sanitized(server))\(everConnected ? " again" : ""): an application playing sound holds the stages off")
         everConnected = true
@@ -96,11 +98,7 @@ final class AudioWatch: EventSource {
             agent?.perform(.sourceReady(.audio))
         }
         saidFailure = true
-        // 1 s, doubling to a minute: a server started just after the agent is
-        // followed at once, and one that never comes costs a wake-up a minute.
-        let delay = retryDelay.map { Swift.min($0 + $0, .minutes(1)) } ?? .seconds(1)
-        retryDelay = delay
-        retryAt = SystemClock.now().monotonic + delay
+        retryAt = SystemClock.now().monotonic + backoff.next()
     }
 
     private func streamsChanged(_ streams: [AudioStream]) {

@@ -100,30 +100,6 @@ final class BusConnection: EventSource {
     }
 }
 
-/// Calls back after a delay: a reconnection attempt, as a source with a deadline only.
-final class RetryTimer: EventSource {
-    private(set) var deadline: MonotonicInstant?
-    private let action: () -> Void
-    private(set) var isFinished = false
-
-    init(at deadline: MonotonicInstant, _ action: @escaping () -> Void) {
-        self.deadline = deadline
-        self.action = action
-    }
-
-    func dispatch(_ events: PollEvents) {
-        guard !isFinished else { return }
-        cancel()
-        action()
-    }
-
-    /// Never fires (the attempt was made another way).
-    func cancel() {
-        isFinished = true
-        deadline = nil
-    }
-}
-
 /// Calls back when a socket file appears (created in its directory or moved there):
 /// a bus that starts after the agent, or again after a crash. inotify wakes the agent
 /// only for a change in that directory; no timer does.

@@ -14,7 +14,8 @@ final class BusLink {
     let name: String
     private weak var agent: DesktopAgent?
     private var connection: BusConnection?
-    private var retryDelay: Millis?
+    /// 5 s, doubling to 5 min.
+    private var backoff = Backoff(first: .seconds(5), limit: .minutes(5))
     private var retryTimer: RetryTimer?
     /// Its socket, watched for while the bus is not joined.
     private var socketWatch: SocketWatch?
@@ -45,7 +46,7 @@ final class BusLink {
         guard let bus = xil_bus_connect(userBus ? 1 : 0, &err) else { return failed(abs(err), lost: false) }
         state = "connecting"
         let connection = BusConnection(connecting: bus, name: name, onReady: { [unowned self] in
-            retryDelay = nil
+            backoff.reset()
             retryTimer?.cancel()
             retryTimer = nil
             socketWatch?.cancel()
@@ -72,8 +73,8 @@ final class BusLink {
             retryTimer?.cancel()
             retryTimer = nil
             // A socket just made may not listen yet (bind comes before listen): the
-            // first retries are quick.
-            retryDelay = .ms(50)
+            // first retries are quick (joined now, then 100 ms, 200 ms …).
+            backoff.reset(startingAt: .ms(100))
             connect()
         }) {
             socketWatch = watch
@@ -88,9 +89,7 @@ final class BusLink {
         state = "not connected: \(why); \(next)"
         onDown(why, next, lost)
         guard retrying, retryTimer == nil else { return }
-        let delay = retryDelay.map { Swift.min($0 + $0, .minutes(5)) } ?? .seconds(5)
-        retryDelay = delay
-        let timer = RetryTimer(at: SystemClock.now().monotonic + delay) { [unowned self] in
+        let timer = RetryTimer(at: SystemClock.now().monotonic + backoff.next()) { [unowned self] in
             retryTimer = nil
             connect()
         }

@@ -2,22 +2,6 @@ import CBus
 import Glibc
 import IdleCore
 
-/// What the desktop services need from the agent.
-protocol DesktopAgent: AnyObject {
-    @discardableResult func perform(_ event: Event) -> Answer?
-    /// A report or a client's request, with the idle time brought up to date first.
-    @discardableResult func request(_ event: Event) -> Answer?
-    /// The locker holds the screen (org.freedesktop.ScreenSaver's "active").
-    var screenCovered: Bool { get }
-    var lockedFor: Millis? { get }
-    var idleTime: Millis { get }
-    /// What logind was last told (LockedHint, IdleHint): told again to a new connection.
-    var hints: (locked: Bool, idle: Bool) { get }
-    /// Whether a hold of this source is in place now.
-    func holds(from source: InhibitorSource) -> Bool
-    func addSource(_ source: EventSource)
-}
-
 /// The desktop's buses: the services of holds served on the session bus (each a
 /// `SessionService` of its own: org.freedesktop.ScreenSaver for browsers and
 /// players, …), and logind on the system bus (lock before sleep, the
@@ -51,7 +35,7 @@ final class DesktopServices {
     /// The desktop portal that relays GTK's inhibitors to org.freedesktop.ScreenSaver, if one is installed.
     /// Looked for when status first asks, not at start.
     private lazy var inhibitPortal = DesktopServices.findInhibitPortal()
-    private var said: Set<String> = []
+    private var said = SaidOnce()
 
     init(agent: DesktopAgent, settings: Settings) {
         self.agent = agent
@@ -85,10 +69,10 @@ final class DesktopServices {
         session.onDown = { [unowned self] why, next, lost in
             guard lost else {
                 for source in servedSources { agent?.perform(.sourceReady(source)) }
-                return sayOnce("no-session", .warning, "no session bus (\(why)): \(servedNames) \(services.count == 1 ? "is" : "are") not served; locking goes on, \(next)")
+                return said.say("no-session", .warning, "no session bus (\(why)): \(servedNames) \(services.count == 1 ? "is" : "are") not served; locking goes on, \(next)")
             }
-            said.insert("no-session")
-            sayOnce("lost-session", .warning, "lost the session bus (\(why)): \(servedNames) \(services.count == 1 ? "is" : "are") not served until it is back; locking goes on")
+            said.markSaid("no-session")
+            said.say("lost-session", .warning, "lost the session bus (\(why)): \(servedNames) \(services.count == 1 ? "is" : "are") not served until it is back; locking goes on")
             // Their callers can no longer end their inhibitors: they end now (fail closed).
             nameStates = [:]
             for service in services {
@@ -143,16 +127,12 @@ final class DesktopServices {
         system.onDown = { [unowned self] why, next, lost in
             logind.left(wasJoined: lost)
             guard lost else {
-                return sayOnce("no-system", .warning, "no system bus (\(why)): no lock before sleep, no lock-session; locking goes on, \(next)")
+                return said.say("no-system", .warning, "no system bus (\(why)): no lock before sleep, no lock-session; locking goes on, \(next)")
             }
-            said.insert("no-system")
-            sayOnce("lost-system", .warning, "lost the system bus (\(why)): no lock before sleep until it is back; locking goes on")
+            said.markSaid("no-system")
+            said.say("lost-system", .warning, "lost the system bus (\(why)): no lock before sleep until it is back; locking goes on")
         }
         system.connect()
-    }
-
-    private func sayOnce(_ key: String, _ level: LogLevel, _ message: String) {
-        if said.insert(key).inserted { Log.write(level, message) }
     }
 
     // MARK: What the agent tells the desktop
@@ -205,12 +185,5 @@ extension DesktopServices {
             if String(decoding: bytes, as: UTF8.self).firstRange(matching: "org.freedesktop.impl.portal.Inhibit") != nil { return "\(directory)/\(name)" }
         }
         return nil
-    }
-}
-
-extension String {
-    /// The text of a NUL-terminated buffer a C function filled in.
-    init(nulTerminated buffer: [CChar]) {
-        self.init(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

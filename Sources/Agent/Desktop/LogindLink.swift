@@ -29,7 +29,7 @@ final class LogindLink {
     private var forgedSinceLogged = 0
     /// logind said our session is not the one in front (what the machine was told last).
     private var sessionInactive = false
-    private var said: Set<String> = []
+    private var said = SaidOnce()
 
     init(agent: DesktopAgent, settings: DesktopServices.Settings) {
         self.agent = agent
@@ -111,7 +111,7 @@ final class LogindLink {
         guard let path else {
             sessionPath = nil
             let id = getenv("XDG_SESSION_ID").map { "XDG_SESSION_ID=\(String(cString: $0))" }
-            sayOnce("no-session", .warning, "no logind session found (\(id ?? "no XDG_SESSION_ID, no display session of this user"): \(ClientText.sanitized(whyNot, maxBytes: 160))): no lock-session, no hints")
+            said.say("no-session", .warning, "no logind session found (\(id ?? "no XDG_SESSION_ID, no display session of this user"): \(ClientText.sanitized(whyNot, maxBytes: 160))): no lock-session, no hints")
             return
         }
         let r = xil_logind_watch_session(bus, path)
@@ -198,10 +198,6 @@ final class LogindLink {
             ("upower_owner", !systemReady || !settings.followPower ? .null : .string(String(cString: xil_upower_owner()))),
             ("forged_signals", .number(Double(forgedSignals))),
         ]
-    }
-
-    private func sayOnce(_ key: String, _ level: LogLevel, _ message: String) {
-        if said.insert(key).inserted { Log.write(level, message) }
     }
 
     // MARK: What logind and UPower tell the agent

@@ -30,11 +30,11 @@ final class GuardLink: EventSource {
     private var input = LineBuffer(limit: GuardMessage.longestLine)
     private var output: [UInt8] = []
     private var retryAt: MonotonicInstant?
-    private var retryDelay = Millis.seconds(1)
-    /// Past the quick retries (a guard restarting), the link waits without waking the
-    /// agent: for the socket to appear in the guard's directory (inotify), and tries
-    /// again at the agent's own wake-ups at most this often.
-    static let quickRetriesUntil = Millis.seconds(16)
+    /// Quick retries (a guard restarting): 1 s, doubling to 16 s. Past them the link
+    /// waits without waking the agent: for the socket to appear in the guard's
+    /// directory (inotify), and tries again at the agent's own wake-ups at most
+    /// `slowRetry` often.
+    private var backoff = Backoff(first: .seconds(1), limit: .seconds(16))
     static let slowRetry = Millis.seconds(30)
     private var lastTry = MonotonicInstant.zero
     private var directoryWatch: Int32 = -1
@@ -160,9 +160,8 @@ final class GuardLink: EventSource {
             lastProblem = problem
         }
         state = "not registered: \(problem)"
-        if retryDelay <= GuardLink.quickRetriesUntil {
-            retryAt = SystemClock.now().monotonic + retryDelay
-            retryDelay = retryDelay + retryDelay
+        if !backoff.reachedLimit {
+            retryAt = SystemClock.now().monotonic + backoff.next()
         } else if directoryWatch < 0 {
             // The guard's directory outlives the guard (RuntimeDirectoryPreserve): its socket
             // showing up there wakes the agent; no timer does.
@@ -200,7 +199,7 @@ final class GuardLink: EventSource {
             switch GuardMessage(line: line[...]) {
             case .verified?:
                 state = "verified"
-                retryDelay = .seconds(1)
+                backoff.reset()
                 Log.write(.info, "the guard verified this agent: the session is guarded")
                 onMessage(.verified)
             case .refused(let reason)?:

@@ -40,6 +40,8 @@ public final class GuardService {
         return trees
     }()
     private var logindReachable = true
+    /// logind's bus, joined again every 2 s while it is lost.
+    private var logindBackoff = Backoff.every(.seconds(2))
     /// The X server checks running (`checkDisplay`), by pid: their session.
     private var displayChecks: [pid_t: String] = [:]
     /// Root's questions waiting for the agents' answers (`proofWanted`).
@@ -82,8 +84,11 @@ public final class GuardService {
         verbose = options.verbose
         let sources = ConfigSources.thisMachine
         let (file, policy, errors) = Policy.forGuard(from: sources)
-        // An unreadable line: the agents run secure; the guard guards with what it read.
-        for error in errors { Log.write(.error, "policy \(error): the guard uses what it could read") }
+        // Fails closed, as the agents do (they run secure): the guard guards with the lines
+        // it could read and its defaults for the rest (lock, after the default grace).
+        for error in errors {
+            Log.write(.error, "policy \(error): the guard guards with what it could read and its defaults for the rest (on-agent-lost lock, agent-grace \(GuardSettings.defaultAgentGrace))")
+        }
         policyFile = file
         locker = policy.locker
         machine = GuardMachine(settings: policy.guardSettings)
@@ -650,7 +655,7 @@ public final class GuardService {
         logindReachable = false
         carryOut(machine.handle(.logindLost(reason: reason), at: SystemClock.now().monotonic))
         guard retry else { return }
-        loop.add(RetryTimer(at: SystemClock.now().monotonic + .seconds(2)) { [unowned self] in connectBus() })
+        loop.add(RetryTimer(at: SystemClock.now().monotonic + logindBackoff.next()) { [unowned self] in connectBus() })
     }
 
     /// Reads again each session one of whose properties changed, alone, without waiting.
