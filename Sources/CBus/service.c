@@ -157,6 +157,24 @@ void xil_service_forget(struct xil_service *s) {
     s->bus = NULL;
 }
 
+int xil_service_free(struct xil_service *s) {
+    if (s->vtable) return -EBUSY;
+    for (int i = 0; i < s->name_count; i++) free(s->names[i]);
+    for (int i = 0; i < s->path_count; i++) free(s->paths[i]);
+    for (int i = 0; i < METHODS_MAX; i++) {
+        free(s->methods[i].name);
+        free(s->methods[i].in);
+        free(s->methods[i].out);
+    }
+    for (int i = 0; i < SIGNALS_MAX; i++) {
+        free(s->signals[i].name);
+        free(s->signals[i].signature);
+    }
+    free(s->interface);
+    free(s);
+    return 0;
+}
+
 static struct caller *caller_find(struct xil_service *s, const char *name) {
     for (struct caller *c = s->callers; c; c = c->next)
         if (strcmp(c->name, name) == 0) return c;

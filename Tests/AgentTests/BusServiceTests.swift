@@ -80,6 +80,7 @@ import Testing
         // One past each limit, the C layer refuses too.
         var callbacks = xil_service_callbacks()
         guard let service = xil_service_new("org.example.Full", &callbacks) else { Issue.record("no memory"); return }
+        defer { _ = xil_service_free(service) }
         for (i, name) in full.names.enumerated() { #expect(xil_service_add_name(service, name) == Int32(i)) }
         #expect(xil_service_add_name(service, "org.example.One.More") < 0)
         for path in full.paths { #expect(xil_service_add_path(service, path) >= 0) }
@@ -90,6 +91,7 @@ import Testing
         #expect(xil_service_add_signal(service, "OneMore", "") < 0)
         // And signatures past theirs.
         guard let other = xil_service_new("org.example.Odd", &callbacks) else { Issue.record("no memory"); return }
+        defer { _ = xil_service_free(other) }
         #expect(xil_service_add_method(other, "Many", "sssssssss", "", 0) < 0)
         #expect(xil_service_add_method(other, "Two", "", "uu", 0) < 0)
         #expect(xil_service_add_method(other, "Dict", "a{sv}", "", 0) < 0)

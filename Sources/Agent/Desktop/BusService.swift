@@ -141,6 +141,12 @@ final class BusService {
         self.service = service
     }
 
+    /// A service never served (a declaration a test made) is freed with its callbacks; one
+    /// served lives as long as the agent, since the bus holds its table and callbacks.
+    deinit {
+        if let service, xil_service_free(service) == 0 { callbacks.deallocate() }
+    }
+
     /// Serves it on a bus that has answered; the name's answer comes through `onServed`. 0 or -errno.
     func serve(on bus: OpaquePointer) -> Int32 {
         guard let service else { return -ENOMEM }

@@ -53,6 +53,9 @@ int xil_service_add_signal(struct xil_service *service, const char *name, const 
 int xil_service_serve(struct xil_service *service, sd_bus *bus);
 /* The bus is gone: its callers are forgotten, and the service can be served again. */
 void xil_service_forget(struct xil_service *service);
+/* Frees a service that was never served (0); one served stays for the process's life,
+ * since the bus holds its table (-EBUSY, nothing freed). */
+int xil_service_free(struct xil_service *service);
 /* Emits a signal on every path, with its one value (ignored for ""). */
 int xil_service_emit(struct xil_service *service, int signal, uint32_t value);
 /* How many callers it follows now. */
