@@ -686,6 +686,7 @@ static int visit_session(sd_bus_message *m, const char *key, void *context) {
     struct xil_session_info *s = context;
     if (strcmp(key, "Type") == 0) return xil_read_variant(m, 's', s->type, sizeof s->type);
     if (strcmp(key, "Class") == 0) return xil_read_variant(m, 's', s->session_class, sizeof s->session_class);
+    if (strcmp(key, "State") == 0) return xil_read_variant(m, 's', s->state, sizeof s->state);
     if (strcmp(key, "Display") == 0) return xil_read_variant(m, 's', s->display, sizeof s->display);
     if (strcmp(key, "Active") == 0) return xil_read_variant(m, 'b', &s->active, 0);
     if (strcmp(key, "Remote") == 0) return xil_read_variant(m, 'b', &s->remote, 0);

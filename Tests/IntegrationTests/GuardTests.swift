@@ -395,6 +395,27 @@ struct GuardTests {
         }
     }
 
+    // MARK: j. a closing session (#36)
+
+    @Test("j. a session logind says is closing (its user logged out, a process lingering) is no longer guarded: no locker for it on a display the next session may have, and root's doctor no longer names it")
+    func closingSession() async throws {
+        try await GuardSession.with { g in
+            _ = try await g.startVerifiedAgent()
+            _ = try await g.s.bus("session-add", "x1", String(strangerUserID), "u\(strangerUserID)", g.display)
+            _ = try await g.s.bus("session-set", "x1", "Active", "true")
+            try await g.wait("root's doctor to name session x1") { try await g.rootDoctor().stdout.contains("session x1") }
+            _ = try await g.s.bus("session-set", "x1", "State", "closing")
+            try await g.wait("root's doctor to stop naming the closing session x1") { try await !g.rootDoctor().stdout.contains("session x1") }
+            let closedAt = ContinuousClock.now
+            // Past its grace: the guard acted on nothing for it.
+            try await g.wait("agent-grace + 2 s to pass") { ContinuousClock.now - closedAt >= guardGrace + guardActWindow }
+            print("guard figure (j. closing session): guard log mentions x1 \(g.guardLogCount(of: "session x1")) times")
+            // Guarded, it would have been acted on after its grace (its user has no passwd
+            // entry: the guard's locker "could not be started", logged and audited).
+            #expect(g.guardLogCount(of: "session x1") == 0, "the guard acted on the closing session x1:\n\(g.guardLog)")
+        }
+    }
+
     // MARK: h. a guard that does not accept (#36)
 
     @Test("h. the guard's queue full (the guard stopped, 1,100 connections waiting): an agent started then is not held in connect(2): its loop answers status at once and it says the guard is not reached; once the guard runs again the agent registers and is verified")

@@ -686,7 +686,11 @@ public final class GuardService {
     /// A user's graphical X11 session: not a greeter's, not a tty, not Wayland. Remote
     /// ones too (xrdp's and TigerVNC's are Type x11; logind says Remote yes for VNC, no
     /// for xrdp): the admin's policy covers them as the seat's.
-    static func guards(_ session: SessionFacts) -> Bool { session.type == "x11" && session.sessionClass == "user" }
+    /// One closing (its user logged out, a process of it lingering) is no more: its
+    /// display may already be the next session's, where a locker would land.
+    static func guards(_ session: SessionFacts) -> Bool {
+        session.type == "x11" && session.sessionClass == "user" && session.state != "closing"
+    }
 
     private func forget(_ id: String, at now: MonotonicInstant) {
         carryOut(machine.handle(.sessionGone(id: id), at: now))
@@ -760,6 +764,8 @@ struct SessionFacts {
     var guarded: GuardedSession
     var type: String
     var sessionClass: String
+    /// logind's `State`: online, active, closing.
+    var state: String
     var leader: UInt32
     var seat: String
     /// logind's object path of the session.
@@ -774,6 +780,7 @@ struct SessionFacts {
                                  active: info.active != 0, lockedHint: info.locked_hint != 0, remote: info.remote != 0)
         type = text(&info.type)
         sessionClass = text(&info.session_class)
+        state = text(&info.state)
         leader = info.leader
         seat = text(&info.seat)
         path = text(&info.path)

@@ -119,6 +119,7 @@ struct xil_session_info {
     char display[64];
     char type[16];           /* x11, wayland, tty, ... */
     char session_class[16];  /* user, greeter, lock-screen, ... */
+    char state[16];          /* online, active, closing */
     char seat[64];
     int active;
     int remote;

@@ -16,10 +16,10 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
                                             JSON array of true and false, oldest first
     bus.py session-active [ID] true|false   the session's Active (PropertiesChanged); ID:
                                             that session, else XDG_SESSION_ID's
-    bus.py session-set ID PROPERTY true|false
-                                            a boolean property of session ID (Remote, as
-                                            pam_systemd sets it for a VNC server's session;
-                                            IdleHint; LockedHint), with its PropertiesChanged
+    bus.py session-set ID PROPERTY VALUE    a property of session ID, with its PropertiesChanged:
+                                            true|false a boolean (Remote, as pam_systemd sets it
+                                            for a VNC server's session; IdleHint; LockedHint),
+                                            anything else a string (State closing)
     bus.py session-add ID UID NAME DISPLAY  another x11 session of class user, not active
                                             (SessionNew)
     bus.py block-inhibited VALUE            the manager's BlockInhibited (PropertiesChanged)
@@ -858,7 +858,8 @@ def main():
         target.UpdateProperties(SESSION, {'Active': dbus.Boolean(args[-1] == 'true')}, dbus_interface=MOCK)
     elif command == 'session-set':
         target = dbus.SystemBus().get_object(LOGIN1, f'{MANAGER_PATH}/session/{args[0]}', introspect=False)
-        target.UpdateProperties(SESSION, {args[1]: dbus.Boolean(args[2] == 'true')}, dbus_interface=MOCK)
+        value = dbus.Boolean(args[2] == 'true') if args[2] in ('true', 'false') else dbus.String(args[2])
+        target.UpdateProperties(SESSION, {args[1]: value}, dbus_interface=MOCK)
     elif command == 'session-add':
         session_id, uid, name, display = args
         bus = dbus.SystemBus()
