@@ -3,12 +3,16 @@
 # sessions (xrdp's Xorg on :10, TigerVNC on :1). run.sh copies it to /tmp/xdl-remote.sh and
 # runs it as root there. N is a display number (bob's processes carry DISPLAY=:N or :N.0).
 #
-#   xdl-remote.sh sid N SECONDS            waits for bob's logind session on :N; prints its id
+#   xdl-remote.sh sid N SECONDS            waits for bob's logind session on :N (not closing);
+#                                          prints its id
+#   xdl-remote.sh gone SECONDS             ends bob's sessions; waits until logind lists none
 #   xdl-remote.sh agent N                  bob's xidlelock on :N (pid), or 0
 #   xdl-remote.sh locker N                 bob's locker on :N (an i3lock not a child of one), or -
 #   xdl-remote.sh verified SINCE SECS N    waits until the guard logs bob's agent on :N verified
-#                                          after guest time SINCE; prints the pid and seconds
-#   xdl-remote.sh watch N SECONDS          every 0.5 s: guest time, :N's X idle (ms), its locker
+#                                          after guest time SINCE; prints the pid and the seconds
+#                                          from SINCE to the guard's line
+#   xdl-remote.sh watch N SECONDS          for SECONDS, every 0.5 s (a sample itself takes about
+#                                          1 s under TCG): guest time, :N's X idle (ms), its locker
 #   xdl-remote.sh kill9 N                  as bob: kill -9 his agent on :N; prints the guest time
 #                                          just before and the pid
 #   xdl-remote.sh restart N                the agent started again inside the session on :N
@@ -39,8 +43,20 @@ sid)
     while [ "$(date +%s)" -lt "$end" ]; do
         for s in $(loginctl list-sessions --no-legend | awk '$3 == "bob" { print $1 }'); do
             d=$(loginctl show-session "$s" -p Display --value 2>/dev/null)
+            [ "$(loginctl show-session "$s" -p State --value 2>/dev/null)" = closing ] && continue
             [ "$d" = ":$1" ] || [ "$d" = ":$1.0" ] && { echo "$s"; exit 0; }
         done
+        sleep 0.3
+    done
+    exit 1
+    ;;
+gone)
+    systemctl stop tigervncserver@:1.service; loginctl terminate-user bob 2>/dev/null
+    end=$(($(date +%s) + $1)) t=$(date +%s)
+    while [ "$(date +%s)" -lt "$end" ]; do
+        loginctl list-sessions --no-legend | awk '$3 == "bob"' | grep -q . || exit 0
+        # what survives 5 s of it (a session left "closing" by a process of its scope) is killed
+        [ $(($(date +%s) - t)) -ge 5 ] && { loginctl kill-user bob --signal=KILL 2>/dev/null; t=$end; }
         sleep 0.3
     done
     exit 1
@@ -51,20 +67,20 @@ verified)
     t0=$(now) end=$(($(date +%s) + $2))
     while [ "$(date +%s)" -lt "$end" ]; do
         p=$(agent "$3")
-        if [ "$p" != 0 ] && journalctl -b -q --no-pager -u xidlelock-guard.service --since "@${1%.*}" 2>/dev/null |
-            grep -q "agent pid $p verified"; then
-            echo "$p $(since "$t0")"; exit 0
-        fi
+        ts=
+        [ "$p" != 0 ] && ts=$(journalctl -b -q --no-pager -o short-unix -u xidlelock-guard.service --since "@${1%.*}" 2>/dev/null |
+            awk -v p="agent pid $p verified" 'index($0, p) { print $1; exit }')
+        if [ -n "$ts" ]; then echo "$p $(awk -v a="$1" -v b="$ts" 'BEGIN { printf "%.2f", b - a }')"; exit 0; fi
         sleep 0.3
     done
     echo "never $(since "$t0")"; exit 1
     ;;
 watch)
-    n=$(($2 * 2)) i=0
-    while [ $i -lt $n ]; do
+    end=$(($(date +%s) + $2))
+    while [ "$(date +%s)" -lt "$end" ]; do
         printf '%s %s %s\n' "$(date +%s.%N | cut -c1-14)" \
             "$(runuser -u bob -- env DISPLAY=":$1" XAUTHORITY=/home/bob/.Xauthority xprintidle 2>/dev/null || echo ?)" "$(locker "$1")"
-        i=$((i + 1)); sleep 0.5
+        sleep 0.5
     done
     ;;
 kill9)
