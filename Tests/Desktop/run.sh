@@ -627,8 +627,9 @@ if want k; then
         if ! sid=$(XR sid "$n" 90); then
             check "$t: session" 1 "no logind session of bob's on :$n within 90 s"; return 1
         fi
-        # the client's first frame (the VNC server listens a moment after logind has the session)
-        for i in $(seq 30); do CL "${C[@]}" red >/dev/null 2>&1 && break; sleep 1; done
+        # the client's first frame (the VNC server listens a moment after logind has the session;
+        # a connection before it hangs: QEMU's forward accepts it, the guest refuses, so 5 s a try)
+        for i in $(seq 30); do timeout 5 "$KV/bin/python" "$HERE/remote-client.py" "${C[@]}" red >/dev/null 2>&1 && break; sleep 0.5; done
         # keep it busy from the start (the agent counts the idle since the server's start)
         timeout 120 "$KV/bin/python" "$HERE/remote-client.py" "${C[@]}" input 100 2 >"$XDL_RUN/k-input-$kind.txt" 2>&1 & inl=$!
         view=$(R loginctl show-session "$sid" -p Type -p Remote -p RemoteHost -p Display -p Class -p Service -p State -p Active -p Seat -p VTNr | tr '\n' ' ' | sed 's/ $//')
