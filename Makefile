@@ -191,6 +191,7 @@ packaging-check: deb
 # changes. Not part of `make test`: a boot costs a minute of CI's two cores.
 # `make test-desktop ARGS='--only c,d --keep'` passes options.
 test-desktop: deb
+	@sh .ci/install-packages desktop
 	bash Tests/Desktop/run.sh $(ARGS)
 
 # Benchmarks side by side with xautolock, xss-lock and xprintidle; rewrites BENCHMARKS.md.

@@ -5,8 +5,9 @@
 #
 #   boot.sh [--timeout SECONDS]
 #
-# The guest's one network: QEMU user net with restrict=on and a single forward,
-# 127.0.0.1:$XDL_SSH_PORT (default 10122) -> guest port 22.
+# The guest's one network: QEMU user net with restrict=on and forwards on the host's loopback
+# only: 127.0.0.1:$XDL_SSH_PORT (default 10122) -> guest port 22, and for scenario (k)'s
+# clients 127.0.0.1:$XDL_RDP_PORT (10389) -> 3389 (xrdp), 127.0.0.1:$XDL_VNC_PORT (10901) -> 5901.
 # KVM when the CPU has VT-x/AMD-V (and /dev/kvm is not kvm_pvm, which cannot run a stock
 # Debian kernel); TCG otherwise. XDL_ACCEL=kvm|tcg chooses.
 set -euo pipefail
@@ -19,7 +20,9 @@ TIMEOUT=300
 if pid=$(xdl_qemu_pid); then xdl_die "the VM is already running (pid $pid): Tests/Desktop/shutdown.sh"; fi
 [ -f "$XDL_IMG" ] && [ -f "$XDL_KERNEL" ] && [ -f "$XDL_INITRD" ] || xdl_die "no image: run Tests/Desktop/build-image.sh"
 port=$XDL_SSH_PORT
-if ss -Hltn "sport = :$port" | grep -q .; then xdl_die "127.0.0.1:$port is taken; set XDL_SSH_PORT"; fi
+for p in "$port" "$XDL_RDP_PORT" "$XDL_VNC_PORT"; do
+    if ss -Hltn "sport = :$p" | grep -q .; then xdl_die "127.0.0.1:$p is taken; set XDL_SSH_PORT, XDL_RDP_PORT, XDL_VNC_PORT"; fi
+done
 
 accel=${XDL_ACCEL:-auto}
 if [ "$accel" = auto ]; then
@@ -43,6 +46,7 @@ done
 rm -f "$XDL_RUN"/{disk.qcow2,qmp.sock,qmp-events.sock,serial.log,qemu.pid,boot-times}
 qemu-img create -q -f qcow2 -F raw -b "$XDL_IMG" "$XDL_RUN/disk.qcow2"
 echo "$port" >"$XDL_RUN/ssh-port"
+printf '%s %s\n' "$XDL_RDP_PORT" "$XDL_VNC_PORT" >"$XDL_RUN/remote-ports"
 
 t0=$(date +%s.%N)
 qemu-system-x86_64 \
@@ -53,7 +57,7 @@ qemu-system-x86_64 \
     -append "root=/dev/vda rw console=ttyS0,115200 quiet" \
     -drive file="$XDL_RUN/disk.qcow2",if=virtio,format=qcow2,cache=writeback,discard=unmap \
     -vga std -display none \
-    -netdev user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:"$port"-:22 \
+    -netdev user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:"$port"-:22,hostfwd=tcp:127.0.0.1:"$XDL_RDP_PORT"-:3389,hostfwd=tcp:127.0.0.1:"$XDL_VNC_PORT"-:5901 \
     -device virtio-net-pci,netdev=net0 \
     -device virtio-rng-pci \
     -rtc base=utc \

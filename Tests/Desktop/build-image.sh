@@ -42,6 +42,8 @@ PACKAGES=(
     openssh-server python3
     # the attacks of scenario j: a debugger the session's user runs against the lockers
     gdb
+    # scenario k, bob's remote sessions: xrdp with its Xorg backend, TigerVNC's vncsession
+    xrdp xorgxrdp tigervnc-standalone-server tigervnc-tools ssl-cert
     # what the xidlelock .deb depends on (installed offline with dpkg -i)
     libc6 libxcb1 libxcb-screensaver0 libx11-6 libxss1 libxi6 libxres1 libsystemd0
 )
@@ -237,6 +239,32 @@ if [ ! -s "$R/usr/local/share/xdl/test.mkv" ]; then
     in_root ffmpeg -loglevel error -f lavfi -i testsrc=size=320x240:rate=15 -t 10 \
         -pix_fmt yuv420p -c:v mpeg4 -q:v 5 /usr/local/share/xdl/test.mkv || xdl_die "ffmpeg could not make the test video"
 fi
+
+# bob: scenario (k)'s remote user (password bob), beside alice's local session. Both remote
+# servers end in /etc/X11/Xsession, which runs his ~/.xsession: xrdp's startwm.sh (Xorg with
+# the xorgxrdp driver on :10) and TigerVNC's Xtigervnc-session (Xtigervnc on :1). The agent is
+# started there, as a child of the session (its scope, its XDG_SESSION_ID), not by the .deb's
+# user unit: both sessions belong to one user manager, whose one xidlelock.service has one
+# DISPLAY, and a bare Xsession runs no XDG autostart. A session runner per display (its
+# socket named by the display) lets the test run commands inside each session.
+in_root id bob >/dev/null 2>&1 || in_root useradd -m -u 1001 -s /bin/bash -G users bob
+echo bob:bob | in_root chpasswd
+install -d -m 755 "$R/home/bob/.config/i3" "$R/home/bob/.vnc"
+install -m 644 "$HERE/guest/bob-i3-config" "$R/home/bob/.config/i3/config"
+install -m 755 "$HERE/guest/bob-xsession" "$R/home/bob/.xsession"
+# VNC: password bob (VncAuth, the one type vncdotool speaks), reachable from the NIC (QEMU's
+# forward arrives on 10.0.2.15, not on the guest's loopback); started by scenario (k) once
+# the .deb is in (tigervncserver@:1.service), not at boot
+printf 'bob\nbob\n' | in_root vncpasswd -f >"$R/home/bob/.vnc/passwd"
+chmod 600 "$R/home/bob/.vnc/passwd"
+in_root chown -R bob:bob /home/bob
+grep -q '^:1=bob' "$R/etc/tigervnc/vncserver.users" || echo ':1=bob' >>"$R/etc/tigervnc/vncserver.users"
+printf '%s\n' '# make test-desktop (k)' '$localhost = "no";' '$SecurityTypes = "VncAuth";' \
+    '$geometry = "1024x768";' '1;' >"$R/etc/tigervnc/vncserver-config-mandatory"
+# xrdp: straight into the Xorg (xorgxrdp) session when the client gives user and password
+sed -i 's/^autorun=.*/autorun=Xorg/' "$R/etc/xrdp/xrdp.ini"
+in_root systemctl enable xrdp.service >/dev/null 2>&1 || xdl_die "cannot enable xrdp"
+in_root adduser xrdp ssl-cert >/dev/null 2>&1 || true
 
 # ---- 4. kernel, initrd, image -------------------------------------------------------------
 kver=$(basename "$(ls -d "$R"/lib/modules/* | sort -V | tail -1)")

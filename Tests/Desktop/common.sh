@@ -15,6 +15,8 @@ XDL_PIDFILE=$XDL_RUN/qemu.pid
 XDL_NAME=xidlelock-desktop          # QEMU's -name: how the scripts recognise their own QEMU
 XDL_USER=alice                      # the test user lightdm logs into i3 (password: alice)
 XDL_SSH_PORT=${XDL_SSH_PORT:-10122} # 127.0.0.1 only: the VM's one way in
+XDL_RDP_PORT=${XDL_RDP_PORT:-10389} # 127.0.0.1 only: the guest's xrdp (3389), scenario (k)'s client
+XDL_VNC_PORT=${XDL_VNC_PORT:-10901} # 127.0.0.1 only: the guest's TigerVNC :1 (5901)
 
 xdl_die() { echo "${0##*/}: $*" >&2; exit 1; }
 xdl_log() { echo "[${0##*/} $(date +%T)] $*" >&2; }

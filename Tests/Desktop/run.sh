@@ -7,7 +7,7 @@
 #   Tests/Desktop/run.sh [--deb FILE] [--only a,b,...] [--keep] [--no-boot]
 #
 #   --deb FILE   the package to test (default: the newest dist/xidlelock_*.deb)
-#   --only LIST  scenarios to run (default all, in this order; j before i, which ends the session):
+#   --only LIST  scenarios to run (default all, in this order; k and j before i, which ends the session):
 #                a idle lock at the lock time, real input deferring it
 #                b loginctl lock-session; LockedHint/IdleHint; a lock made at agent start
 #                c a VT switch longer than the lock time: locked on return
@@ -25,6 +25,10 @@
 #                j the guard against alice's own attacks with kernel.yama.ptrace_scope=1: the
 #                  agent's memory, an LD_PRELOAD of hers, the agent frozen in a sibling
 #                  cgroup, gdb -p / kill -STOP / kill -9 (5 times) against the lockers
+#                k remote sessions, guarded: bob's TigerVNC (:1) and xrdp (xorgxrdp, :10) sessions
+#                  with real clients from the host (vncdotool, xfreerdp on Xvfb): logind's view,
+#                  the agent verified, client input holds the lock off, the idle lock and the
+#                  unlock through the client, kill -9 -> the guard's locker within agent-grace + 2 s
 #   --keep       leave the VM running afterwards (Tests/Desktop/shutdown.sh stops it)
 #   --no-boot    use the VM that is already running (with --keep, for iterating)
 #
@@ -34,14 +38,14 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 REPO=$(cd "$HERE/../.." && pwd)
 
-DEB='' ONLY=a,b,c,d,e,f,g,h,i,j KEEP=0 BOOT=1
+DEB='' ONLY=a,b,c,d,e,f,g,h,k,i,j KEEP=0 BOOT=1
 while [ $# -gt 0 ]; do
     case $1 in
         --deb) DEB=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --no-boot) BOOT=0; shift ;;
-        *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 [ -n "$DEB" ] || DEB=$(ls -t "$REPO"/dist/xidlelock_*.deb 2>/dev/null | head -1)
@@ -487,7 +491,7 @@ fi
 # session's scope; the README's other way): systemctl --user stop and mask become a kill
 # (SIGTERM) and a kill -9, as no unit runs that agent.
 # the guard's helpers, for (i) and (j)
-if want i || want j; then
+if want i || want j || want k; then
     GA=${XDL_GUARD_AGENT:-unit}
     GRACE=5                      # the policy's agent-grace, seconds
     LIMIT=$((GRACE + 2))         # the issue's bound: agent-grace + 2 s
@@ -567,6 +571,133 @@ if want i || want j; then
         start_agent
         VER=$(XG verified "$g" 30 "$GA") || note "the agent did not register again within 30 s ($VER)"
     }
+fi
+
+# ---- (k) remote sessions: xrdp and VNC, guarded ---------------------------------------------------
+# bob's two remote X11 sessions beside alice's local one, under the policy of (i) (on-agent-lost
+# lock, agent-grace 5 s): TigerVNC's vncsession on :1 (tigervncserver@:1.service) and xrdp's
+# Xorg backend (xorgxrdp, :10), each with a real client on the host through the VM's loopback
+# forwards: vncdotool (PyPI, in $XDL_DIR/venv) and xfreerdp (freerdp2-x11) on an Xvfb of the
+# host's. The agent runs in each as the session's own child, started by bob's ~/.xsession
+# (build-image.sh says why). For each: logind's view; the agent verified by the guard; the
+# client's pointer every 2 s for 30 s (no locker, the X idle stays low); then nothing: the
+# locker's red frame through the client at the lock time; the password typed through the
+# client unlocks; kill -9 of the agent: the guard's red locker through the client within
+# agent-grace + 2 s, root's doctor --policy NOT met naming the session; the agent started
+# again in the session, verified, and the password through the client unlocks.
+if want k; then
+    KV=$XDL_DIR/venv
+    read -r RDP_PORT VNC_PORT <"$XDL_RUN/remote-ports" 2>/dev/null || { RDP_PORT=$XDL_RDP_PORT; VNC_PORT=$XDL_VNC_PORT; }
+    if [ ! -x "$KV/bin/vncdo" ]; then
+        { /usr/bin/python3 -m venv "$KV" && "$KV/bin/pip" install -q vncdotool; } >"$XDL_RUN/pip.log" 2>&1 || note "pip install vncdotool failed ($XDL_RUN/pip.log)"
+    fi
+    CL() { timeout 90 "$KV/bin/python" "$HERE/remote-client.py" "$@"; }
+    xdl_ssh root "cat >/tmp/xdl-remote.sh && chmod 755 /tmp/xdl-remote.sh" <"$HERE/in-guest-remote.sh"
+    XR() { R /tmp/xdl-remote.sh "$@"; }
+    # the host's X server for xfreerdp: the first free display from :57
+    for n in $(seq 57 99); do [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] || break; done
+    KX=:$n
+    Xvfb "$KX" -screen 0 1280x1024x24 -nolisten tcp >"$XDL_RUN/xvfb-k.log" 2>&1 & BG+=($!)
+    for i in $(seq 50); do [ -e "/tmp/.X11-unix/X$n" ] && break; sleep 0.1; done
+
+    XR gone 30 || note "bob's sessions still listed by logind 30 s after terminate-user"
+    write_policy lock 30
+    printf '%s\n' "lock-after ${LOCK_AFTER}s" "locker $LOCKER" |
+        RS 'install -d -o bob -g bob /home/bob/.config/xidlelock && cat >/home/bob/.config/xidlelock/config && chown bob:bob /home/bob/.config/xidlelock/config'
+    # alice's agent too, started again under the policy (an agent reads it at its start)
+    fresh; R systemctl restart xidlelock-guard.service; restart_agent
+    note "policy: locker $LOCKER, on-agent-lost lock, agent-grace ${GRACE}s; bob's agent: lock-after ${LOCK_AFTER}s; host clients: vncdotool $("$KV/bin/pip" show vncdotool 2>/dev/null | sed -n 's/^Version: //p'), xfreerdp (freerdp2-x11 $(dpkg-query -W -f='${Version}' freerdp2-x11 2>/dev/null)) on Xvfb $KX"
+    # the doctor's block for session $1
+    doc_block() { awk -v s="session $1 " 'index($0, s) == 1 { on = 1; print; next } /^session / { on = 0 } /^=> NOT met in|^=> met in/ { on = 0 } on' <<<"$DOC"; }
+
+    k_session() {    # KIND(vnc|rdp) N: one remote session, from its start to its end
+        local kind=$1 n=$2 t="(k) $1" g0 sid view ver rc w inl last red lt u off kk ta a r d b
+        # the agent of a new session registers 4.5-5.3 s after the session's start here (TCG):
+        # a grace of 30 s while it starts (the guard would lock first), then the policy's 5 s
+        write_policy lock 30; fresh_guard
+        g0=$(gnow)
+        if [ "$kind" = vnc ]; then
+            R systemctl start tigervncserver@:1.service
+            C=(vnc "$VNC_PORT" bob)
+        else
+            DISPLAY=$KX xfreerdp /v:127.0.0.1:"$RDP_PORT" /u:bob /p:bob /cert:ignore /size:1024x768 \
+                -wallpaper /log-level:WARN >"$XDL_RUN/xfreerdp.log" 2>&1 & RDP_PID=$!; BG+=("$RDP_PID")
+            C=(rdp "$KX")
+        fi
+        if ! sid=$(XR sid "$n" 90); then
+            check "$t: session" 1 "no logind session of bob's on :$n within 90 s"; return 1
+        fi
+        # the client's first frame (the VNC server listens a moment after logind has the session;
+        # a connection before it hangs: QEMU's forward accepts it, the guest refuses, so 5 s a try)
+        for i in $(seq 30); do timeout 5 "$KV/bin/python" "$HERE/remote-client.py" "${C[@]}" red >/dev/null 2>&1 && break; sleep 0.5; done
+        # keep it busy from the start (the agent counts the idle since the server's start)
+        timeout 120 "$KV/bin/python" "$HERE/remote-client.py" "${C[@]}" input 100 2 >"$XDL_RUN/k-input-$kind.txt" 2>&1 & inl=$!
+        view=$(R loginctl show-session "$sid" -p Type -p Remote -p RemoteHost -p Display -p Class -p Service -p State -p Active -p Seat -p VTNr | tr '\n' ' ' | sed 's/ $//')
+        check "$t: logind's session" 0 "session $sid: $view"
+        ver=$(XR verified "$g0" 60 "$n"); rc=$?
+        a=${ver%% *}
+        doctor_root; b=$(doc_block "$sid" | grep -m1 -E '^(NOT MET|met) +guard')
+        check "$t: the agent (started by ~/.xsession in the session) verified by the guard" "$rc" \
+            "agent pid $a ($(R sh -c "cut -d: -f3 /proc/$a/cgroup; tr '\0' '\n' </proc/$a/environ | grep -E '^(DISPLAY|XDG_SESSION_ID)=' | tr '\n' ' '" 2>/dev/null | tr '\n' ' ')): $([ "$rc" = 0 ] && echo "verified ${ver#* } s after the session's start" || echo "NOT verified in 60 s"); root's doctor: ${b:-no block for $sid}"
+        write_policy lock $GRACE; g1=$(gnow); fresh_guard
+        ver=$(XR verified "$g1" 30 "$n") || note "bob's agent on :$n did not register again with the restarted guard ($ver)"
+        # the client's input: 26 s of it sampled, no locker, the X idle low. A locker already
+        # there came before the client's first input: unlocked through the client first
+        if [ "$(XR locker "$n")" != - ]; then
+            note "$t: a locker before the input phase (the agent's own: locked before the client's first input, $(awk -v g="$g0" -v o="$(goffset)" 'NR == 1 { printf "%.1f", $1 + o - g }' "$XDL_RUN/k-input-$kind.txt") s after the session's start); unlocked through the client"
+            CL "${C[@]}" type bob >/dev/null; wait_guest 10 "[ \"\$(/tmp/xdl-remote.sh locker $n)\" = - ]"
+        fi
+        w=$(XR watch "$n" 26)
+        kill "$inl" 2>/dev/null; wait "$inl" 2>/dev/null; last=$(awk '$2 ~ /^[0-9]+$/ { t = $1 } END { print t }' "$XDL_RUN/k-input-$kind.txt")
+        echo "$w" >"$XDL_RUN/k-watch-$kind.txt"
+        r=$(awk '$3 != "-"' <<<"$w" | wc -l)
+        d=$(awk '$2 ~ /^[0-9]+$/ && $2 > m { m = $2 } END { print m + 0 }' <<<"$w")
+        check "$t: the client's pointer holds the lock off" $([ "$r" = 0 ] && [ "$d" -lt $((LOCK_AFTER * 1000)) ] && [ -n "$last" ]; echo $?) \
+            "$(awk '$2 ~ /^[0-9]+$/ { m = $2 } END { print m + 0 }' "$XDL_RUN/k-input-$kind.txt") moves through the client, one every 2 s from the session's start (the last 26 s sampled, > the ${LOCK_AFTER} s lock time): $r samples of $(wc -l <<<"$w") with a locker; :$n's X idle at most ${d} ms"
+        # then nothing: the lock at the lock time, seen through the client
+        red=$(CL "${C[@]}" wait-red $((LOCK_AFTER + 30)) "$XDL_RUN/k-lock-$kind.png")
+        if [ "${red%% *}" = never ] || [ -z "$last" ]; then lt=never; else lt=$(dt "$last" "${red%% *}"); fi
+        check "$t: idle lock through the client" $([ "$lt" != never ] && awk -v s="$lt" -v l="$LOCK_AFTER" 'BEGIN { exit !(s >= l - 1 && s <= l + 5) }'; echo $?) \
+            "the red locker frame in the client ${lt} s after its last pointer move (lock time ${LOCK_AFTER} s; frame k-lock-$kind.png); locker pid $(XR locker "$n")"
+        # the password through the client
+        CL "${C[@]}" type bob >/dev/null
+        if wait_guest 10 "[ \"\$(/tmp/xdl-remote.sh locker $n)\" = - ]"; then u=gone; else u="still there"; fi
+        r=$(CL "${C[@]}" wait-clear 10)
+        check "$t: the password typed through the client unlocks" $([ "$u" = gone ] && [ "${r%% *}" != never ]; echo $?) \
+            "locker $u 10 s after 'bob' and Return through the client; the client's frame $([ "${r%% *}" != never ] && echo "clear ${r#* } s after" || echo "still red")"
+        # kill -9 of the agent: the guard's locker
+        kk=$(XR kill9 "$n"); ta=${kk%% *}
+        red=$(CL "${C[@]}" wait-red $((GRACE + 30)) "$XDL_RUN/k-guard-$kind.png")
+        off=$(goffset)
+        if [ "${red%% *}" = never ]; then LOCK_S=never; else LOCK_S=$(awk -v t="${red%% *}" -v o="$off" -v a="$ta" 'BEGIN { printf "%.2f", t + o - a }'); fi
+        doctor_root; b=$(doc_block "$sid"); d=$(grep -m1 -E '^(NOT MET|met) +guard' <<<"$b")
+        check "$t: kill -9 -> the guard's locker through the client" $(within "$LOCK_S"; echo $?) \
+            "the red frame in the client ${LOCK_S} s after kill -9 of agent pid ${kk#* } (bound ${LIMIT} s): $(parts "$g0" "$ta" "$LOCK_S"); guard: $(lost_why "$g0")"
+        check "$t: root's doctor --policy NOT met meanwhile, naming the session" \
+            $([ "$DOC_RC" != 0 ] && grep -q '^NOT MET *guard' <<<"$d" && grep -q "on :$n" <<<"$d"; echo $?) \
+            "exit $DOC_RC; $(head -1 <<<"$b") $d; 'remote' named: $(grep -q remote <<<"$d" && echo yes || echo no) (logind's Remote=$(R loginctl show-session "$sid" -p Remote --value))"
+        # the agent back in the session; the password through the client
+        g1=$(gnow); XR restart "$n"
+        ver=$(XR verified "$g1" 30 "$n"); rc=$?
+        CL "${C[@]}" type bob >/dev/null
+        if wait_guest 10 "[ \"\$(/tmp/xdl-remote.sh locker $n)\" = - ]"; then u=gone; else u="still there"; fi
+        check "$t: the agent started again is verified; the password through the client unlocks the guard's locker" \
+            $([ "$rc" = 0 ] && [ "$u" = gone ]; echo $?) \
+            "agent $([ "$rc" = 0 ] && echo "pid ${ver%% *} verified ${ver#* } s after its start (through the session's runner)" || echo "NOT verified in 30 s"); the locker $u 10 s after the password"
+        # the session ends
+        if [ "$kind" = vnc ]; then R systemctl stop tigervncserver@:1.service
+        else kill "$RDP_PID" 2>/dev/null; wait "$RDP_PID" 2>/dev/null; fi
+        XR gone 30 >/dev/null
+        return 0
+    }
+    k_session vnc 1
+    k_session rdp 10
+
+    XR gone 30
+    R rm -f "$GPOLICY"
+    R systemctl restart xidlelock-guard.service
+    restart_agent
+    note "bob's sessions ended; no policy"
 fi
 
 # ---- (j) the guard against its session's user, kernel.yama.ptrace_scope=1 -----------------------

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Tests/Desktop/remote-client.py: scenario (k)'s real clients, on the host, against the
+VM's forwarded loopback ports only. Run with the venv that has vncdotool (and Pillow).
+
+  remote-client.py vnc PORT PASSWORD ACTION...   vncdotool's client (one connection)
+  remote-client.py rdp XDISPLAY ACTION...        the xfreerdp window on the host's Xvfb
+                                                 (xdotool for input, its root for frames)
+ACTION:
+  input SECONDS INTERVAL   moves the pointer every INTERVAL s for SECONDS; prints the host
+                           time and the count of each move as it is made
+  red [SAVE]               prints the red share of one frame (the locker: i3lock -c ff0000)
+  wait-red TIMEOUT SAVE    frames as fast as they come until one is mostly red; prints its
+                           host time and the seconds waited (never: none in TIMEOUT)
+  wait-clear TIMEOUT       until a frame is not mostly red; same output
+  type TEXT                Escape (i3lock forgets what was typed), TEXT, then Return
+A frame is "mostly red" when over half its pixels are (255, 0, 0) within 8 each."""
+import os, subprocess, sys, time, warnings
+
+warnings.simplefilter("ignore")   # vncdotool's TripleDES (VncAuth) is deprecated in cryptography
+
+RED_SHARE = 0.5
+
+
+def red_share(img):
+    img = img.convert("RGB").resize((256, 192))
+    b = img.tobytes()
+    n = sum(1 for i in range(0, len(b), 3) if b[i] >= 247 and b[i + 1] <= 8 and b[i + 2] <= 8)
+    return n / (len(b) // 3)
+
+
+class Vnc:
+    def __init__(self, port, password):
+        from vncdotool import api
+        self.api = api
+        self.c = api.connect(f"127.0.0.1::{port}", password=password)
+
+    def frame(self):
+        self.c.refreshScreen()
+        return self.c.screen.copy()
+
+    def move(self, x, y):
+        self.c.mouseMove(x, y)
+
+    def type(self, text):
+        self.c.keyPress("esc")
+        for ch in text:
+            self.c.keyPress(ch)
+            time.sleep(0.05)
+        self.c.keyPress("enter")
+
+    def close(self):
+        try:
+            self.c.disconnect()
+        finally:
+            self.api.shutdown()
+
+
+class Rdp:
+    def __init__(self, display):
+        self.env = dict(os.environ, DISPLAY=display)
+        self.display = display
+
+    def frame(self):
+        from PIL import ImageGrab
+        img = ImageGrab.grab(xdisplay=self.display)
+        # the xfreerdp window sits at the Xvfb's top left (no window manager), 1024x768
+        return img.crop((0, 0, 1024, 768))
+
+    def xdo(self, *args):
+        subprocess.run(["xdotool", *args], env=self.env, check=True)
+
+    def move(self, x, y):
+        self.xdo("mousemove", str(x), str(y))
+
+    def type(self, text):
+        self.xdo("mousemove", "500", "400")
+        self.xdo("key", "Escape")
+        self.xdo("type", "--delay", "60", text)
+        self.xdo("key", "Return")
+
+    def close(self):
+        pass
+
+
+def wait(client, want_red, timeout, save=None):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        img = client.frame()
+        t = time.time()
+        if (red_share(img) > RED_SHARE) == want_red:
+            if save:
+                img.save(save)
+            return f"{t:.3f} {t - t0:.2f}"
+        time.sleep(0.05)
+    return f"never {time.time() - t0:.2f}"
+
+
+def main():
+    a = sys.argv[1:]
+    kind = a.pop(0)
+    client = Vnc(a.pop(0), a.pop(0)) if kind == "vnc" else Rdp(a.pop(0))
+    try:
+        act = a.pop(0)
+        if act == "input":
+            secs, every = float(a[0]), float(a[1])
+            end, i = time.time() + secs, 0
+            while time.time() < end:
+                i += 1
+                client.move(300 + 40 * (i % 5), 300 + 30 * (i % 3))
+                print(f"{time.time():.3f} {i}", flush=True)
+                time.sleep(every)
+        elif act == "red":
+            img = client.frame()
+            if a:
+                img.save(a[0])
+            print(f"{red_share(img):.3f}")
+        elif act == "wait-red":
+            print(wait(client, True, float(a[0]), a[1] if len(a) > 1 else None))
+        elif act == "wait-clear":
+            print(wait(client, False, float(a[0])))
+        elif act == "type":
+            client.type(a[0])
+            print("typed")
+        else:
+            sys.exit(__doc__)
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    main()
