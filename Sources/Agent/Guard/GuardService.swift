@@ -654,6 +654,10 @@ public final class GuardService {
         Log.write(.error, "\(reason): the guard cannot tell which sessions are guarded; every session counts as unguarded")
         logindReachable = false
         carryOut(machine.handle(.logindLost(reason: reason), at: SystemClock.now().monotonic))
+        // A reading under way will not be answered now: root's questions are answered
+        // with what the guard knows (every session unguarded, logind unreachable).
+        listing = false
+        answerQuestions()
         guard retry else { return }
         loop.add(RetryTimer(at: SystemClock.now().monotonic + logindBackoff.next()) { [unowned self] in connectBus() })
     }
@@ -731,6 +735,8 @@ public final class GuardService {
         final class Reading {
             var waiting: Int
             var listed: Set<String> = []
+            /// Reads logind did not answer (gone since the list, or the bus failing).
+            var unanswered = 0
             init(_ count: Int) { waiting = count }
         }
         let reading = Reading(paths.count)
@@ -738,22 +744,33 @@ public final class GuardService {
             reading.waiting -= 1
             guard reading.waiting == 0 else { return }
             listing = false
-            let now = SystemClock.now().monotonic
-            for id in machine.sessions.keys.sorted() where !reading.listed.contains(id) { forget(id, at: now) }
+            // Only a reading logind answered whole tells which sessions are gone: one it
+            // could not answer (its bus failing) forgets none, since a session forgotten
+            // is no longer guarded. A session truly gone goes with its SessionRemoved.
+            if reading.unanswered == 0 {
+                let now = SystemClock.now().monotonic
+                for id in machine.sessions.keys.sorted() where !reading.listed.contains(id) { forget(id, at: now) }
+            }
             answerQuestions()
         }
         reading.waiting += 1  // the list itself, so that an empty one ends too
         for path in paths {
             let failure = LogindQuestions.session(at: path, on: bus) { [weak self] answer in
                 guard let self else { return }
-                // A session gone between the list and its read is simply not listed.
-                if case .success(let facts) = answer, GuardService.guards(facts) {
+                // Not listed: not a guarded session (or gone since the list: see `unanswered`).
+                switch answer {
+                case .success(let facts) where GuardService.guards(facts):
                     reading.listed.insert(facts.guarded.id)
                     seen(facts)
+                case .success: break
+                case .failure: reading.unanswered += 1
                 }
                 done()
             }
-            if failure != nil { done() }
+            if failure != nil {
+                reading.unanswered += 1
+                done()
+            }
         }
         done()
     }
