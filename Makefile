@@ -4,6 +4,8 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 SYSCONFDIR ?= /etc
 BINDIR ?= $(PREFIX)/bin
+# The guard's daemon: root runs it (xidlelock-guard.service); users run `xidlelock`.
+LIBEXECDIR ?= $(PREFIX)/libexec
 MANDIR ?= $(PREFIX)/share/man/man1
 AUTOSTARTDIR ?= $(SYSCONFDIR)/xdg/autostart
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
@@ -47,6 +49,7 @@ RELEASE_FLAGS = -c release --static-swift-stdlib --disable-local-rpath \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/bench/startup.order -Xlinker --no-warn-symbol-ordering \
 	-Xlinker -z -Xlinker now
 RELEASE_BIN = .build/release/xidlelock
+GUARD_BIN = .build/release/xidlelock-guard
 # Files generated for `install` (paths filled in, completion scripts).
 GEN = .build/packaging
 
@@ -125,15 +128,16 @@ install: release
 	@mkdir -p $(GEN)
 	sed 's|@bindir@|$(BINDIR)|g' packaging/xidlelock.desktop > $(GEN)/xidlelock.desktop
 	sed 's|@bindir@|$(BINDIR)|g' packaging/xidlelock.service > $(GEN)/xidlelock.service
-	sed 's|@bindir@|$(BINDIR)|g' packaging/xidlelock-guard.service > $(GEN)/xidlelock-guard.service
+	sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@libexecdir@|$(LIBEXECDIR)|g' packaging/xidlelock-guard.service > $(GEN)/xidlelock-guard.service
 	$(RELEASE_BIN) completions bash > $(GEN)/xidlelock.bash
 	$(RELEASE_BIN) completions zsh > $(GEN)/_xidlelock
 	$(RELEASE_BIN) completions fish > $(GEN)/xidlelock.fish
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(AUTOSTARTDIR) \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(AUTOSTARTDIR) \
 	  $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DBUSSERVICEDIR) \
 	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLESDIR) \
 	  $(DESTDIR)$(DOCDIR)/docs
 	install -m 711 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/xidlelock
+	install -m 755 $(GUARD_BIN) $(DESTDIR)$(LIBEXECDIR)/xidlelock-guard
 	install -m 644 man/xidlelock.1 $(DESTDIR)$(MANDIR)/xidlelock.1
 	install -m 644 $(GEN)/xidlelock.desktop $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop
 	install -m 644 $(GEN)/xidlelock.service $(DESTDIR)$(USERUNITDIR)/xidlelock.service
@@ -157,6 +161,7 @@ uninstall:
 	  systemctl disable --now xidlelock-guard.service || true; \
 	fi
 	rm -f $(DESTDIR)$(BINDIR)/xidlelock \
+	  $(DESTDIR)$(LIBEXECDIR)/xidlelock-guard \
 	  $(DESTDIR)$(MANDIR)/xidlelock.1 \
 	  $(DESTDIR)$(AUTOSTARTDIR)/xidlelock.desktop \
 	  $(DESTDIR)$(USERUNITDIR)/xidlelock.service \

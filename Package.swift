@@ -15,6 +15,7 @@ let package = Package(
     name: "xidlelock",
     products: [
         .executable(name: "xidlelock", targets: ["xidlelock"]),
+        .executable(name: "xidlelock-guard", targets: ["xidlelock-guard"]),
     ],
     targets: [
         // Xlib's headers: libX11, libXss, libXi, libXrandr and libXRes are loaded at run
@@ -41,7 +42,13 @@ let package = Package(
         // few declarations are our own, so nothing of it is needed to build.
         .target(name: "CCard", dependencies: ["CLinux"]),
         .target(name: "IdleCore", swiftSettings: lean),
-        .target(name: "Agent", dependencies: ["IdleCore", "CX11", "CXlib", "CXCB", "CLinux", "CBus", "CPulse", "CCard"], swiftSettings: lean),
+        // What both of xidlelock's processes run on: the event loop, the log and audit
+        // trail, child processes, the bus connection. Nothing of X, audio or cards: the
+        // guard, root's, is built from this, SessionGuard and IdleCore only.
+        .target(name: "Platform", dependencies: ["IdleCore", "CLinux", "CBus"], swiftSettings: lean),
+        .target(name: "Agent", dependencies: ["IdleCore", "Platform", "CX11", "CXlib", "CXCB", "CLinux", "CBus", "CPulse", "CCard"], swiftSettings: lean),
+        // The root service that guards every graphical session's agent under the policy.
+        .target(name: "SessionGuard", dependencies: ["IdleCore", "Platform", "CLinux", "CBus"], swiftSettings: lean),
         // The Swift runtime's argv accessor without its /proc/self/maps scan (see startup.c).
         .target(name: "CStartup"),
         .executableTarget(
@@ -51,11 +58,17 @@ let package = Package(
             // `xidlelock idle`.
             linkerSettings: [.unsafeFlags(["-Xlinker", "--as-needed"])]
         ),
+        // Root's daemon (`xidlelock guard` execs it): its own small image, so that root
+        // runs no line of the agent's X, audio or card code, and loads none of their libraries.
+        .executableTarget(
+            name: "xidlelock-guard", dependencies: ["SessionGuard", "Platform", "IdleCore"], swiftSettings: lean,
+            linkerSettings: [.unsafeFlags(["-Xlinker", "--as-needed"])]
+        ),
         // `make bench`: the state machine's throughput over simulated days.
         .executableTarget(name: "IdleCoreBench", dependencies: ["IdleCore"], path: "bench/IdleCoreBench"),
         .testTarget(name: "IdleCoreTests", dependencies: ["IdleCore"]),
         // The edge in-process: the loop with test sources, spawn, children, the control connection.
-        .testTarget(name: "AgentTests", dependencies: ["Agent", "IdleCore"]),
+        .testTarget(name: "AgentTests", dependencies: ["Agent", "Platform", "IdleCore"]),
         // A locker the integration tests can unlock: it grabs the keyboard as i3lock
         // does and exits when a file appears.
         .executableTarget(name: "TestLocker", dependencies: ["CX11"], path: "Tests/TestLocker",
@@ -67,7 +80,7 @@ let package = Package(
         // Harness/bus.py is the tests' D-Bus client, Harness/player.py their sound player,
         // Harness/jiggler.py their XTEST jiggler through any master, Harness/mpris.py their
         // MPRIS media player, all run with python3.
-        .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock", "TestLocker", "TestWindow"],
+        .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock", "xidlelock-guard", "TestLocker", "TestWindow"],
                     exclude: ["Harness/bus.py", "Harness/player.py", "Harness/jiggler.py", "Harness/mpris.py", "Harness/attack.py"]),
     ],
     swiftLanguageModes: [.v6]

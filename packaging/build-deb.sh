@@ -41,7 +41,8 @@ ${MAKE:-make} --no-print-directory install DESTDIR="$PWD/$stage" PREFIX=/usr \
     ZSHCOMPDIR=/usr/share/zsh/vendor-completions SYSTEMUNITDIR=/lib/systemd/system >/dev/null
 
 # Debian policy: stripped binaries, compressed manual pages.
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/xidlelock"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/xidlelock" \
+    "$stage/usr/libexec/xidlelock-guard"
 gzip -9n "$stage/usr/share/man/man1/xidlelock.1"
 doc=$stage/usr/share/doc/xidlelock
 # Debian policy 12.3: documentation in /usr/share/doc compressed (README.md and the
@@ -56,7 +57,7 @@ gzip -9nc packaging/changelog > "$doc/changelog.gz"
 chmod 644 "$doc/changelog.gz"
 
 printf 'Source: xidlelock\n\nPackage: xidlelock\nArchitecture: any\n' > "$work/debian/control"
-depends=$(cd "$work" && dpkg-shlibdeps -O debian/xidlelock/usr/bin/xidlelock 2>/dev/null |
+depends=$(cd "$work" && dpkg-shlibdeps -O debian/xidlelock/usr/bin/xidlelock debian/xidlelock/usr/libexec/xidlelock-guard 2>/dev/null |
     sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { echo "build-deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 # A binary linked with DT_RELR (make release: -z pack-relative-relocs) needs glibc's

@@ -124,6 +124,7 @@ expected="/etc/xdg/autostart/xidlelock.desktop
 /usr/local/bin/xidlelock
 /usr/local/lib/systemd/system/xidlelock-guard.service
 /usr/local/lib/systemd/user/xidlelock.service
+/usr/local/libexec/xidlelock-guard
 /usr/local/share/bash-completion/completions/xidlelock
 /usr/local/share/dbus-1/services/org.freedesktop.ScreenSaver.service
 /usr/local/share/doc/xidlelock/README.md
@@ -148,9 +149,10 @@ grep -qx 'Exec=/usr/local/bin/xidlelock' "$dest/etc/xdg/autostart/xidlelock.desk
     fail "the installed autostart entry does not run /usr/local/bin/xidlelock"
 grep -qx 'ExecStart=/usr/local/bin/xidlelock' "$dest/usr/local/lib/systemd/user/xidlelock.service" ||
     fail "the installed user unit does not run /usr/local/bin/xidlelock"
-grep -qx 'ExecStart=/usr/local/bin/xidlelock guard' "$dest/usr/local/lib/systemd/system/xidlelock-guard.service" ||
-    fail "the installed system unit does not run /usr/local/bin/xidlelock guard"
+grep -qx 'ExecStart=/usr/local/libexec/xidlelock-guard --agent /usr/local/bin/xidlelock' "$dest/usr/local/lib/systemd/system/xidlelock-guard.service" ||
+    fail "the installed system unit does not run /usr/local/libexec/xidlelock-guard --agent /usr/local/bin/xidlelock"
 cmp -s "$bin" "$dest/usr/local/bin/xidlelock" || fail "make install did not install the release binary"
+cmp -s "${bin}-guard" "$dest/usr/local/libexec/xidlelock-guard" || fail "make install did not install the release guard"
 make --no-print-directory uninstall DESTDIR="$dest" >/dev/null || fail "make uninstall"
 left=$(cd "$dest" && find . -type f -o -type d -name xidlelock)
 [ -z "$left" ] || fail "make uninstall left: $left"
@@ -167,7 +169,7 @@ note "Depends: $depends"
 printf '%s\n' "$depends" | grep -qi swift && fail "Depends names a Swift package: $depends"
 
 contents=$(dpkg-deb -c "$deb")
-for path in ./usr/bin/xidlelock ./usr/share/man/man1/xidlelock.1.gz \
+for path in ./usr/bin/xidlelock ./usr/libexec/xidlelock-guard ./usr/share/man/man1/xidlelock.1.gz \
     ./etc/xdg/autostart/xidlelock.desktop ./usr/lib/systemd/user/xidlelock.service \
     ./lib/systemd/system/xidlelock-guard.service \
     ./usr/share/bash-completion/completions/xidlelock \
@@ -288,8 +290,8 @@ grep -qx 'KillMode=process' "$root/usr/lib/systemd/user/xidlelock.service" ||
 grep -qx 'RestartForceExitStatus=75' "$root/usr/lib/systemd/user/xidlelock.service" ||
     fail "the user unit lost RestartForceExitStatus=75 (an agent killed under a policy would stay dead)"
 guard_unit=$root/lib/systemd/system/xidlelock-guard.service
-grep -qx 'ExecStart=/usr/bin/xidlelock guard' "$guard_unit" ||
-    fail "the packaged system unit does not run /usr/bin/xidlelock guard"
+grep -qx 'ExecStart=/usr/libexec/xidlelock-guard --agent /usr/bin/xidlelock' "$guard_unit" ||
+    fail "the packaged system unit does not run /usr/libexec/xidlelock-guard --agent /usr/bin/xidlelock"
 grep -qx 'KillMode=process' "$guard_unit" ||
     fail "the system unit lost KillMode=process (restarting the guard would kill its lockers)"
 grep -qx 'RuntimeDirectoryPreserve=yes' "$guard_unit" ||
@@ -305,7 +307,7 @@ out=$(XDG_RUNTIME_DIR="$scratch/runtime" MANPATH="$root/usr/share/man" \
     fail "systemd-analyze --user verify: $out"
 [ -z "$out" ] || fail "systemd-analyze --user verify warns: $out"
 # The system unit the same way, in the system manager's mode.
-sed "s|^ExecStart=/usr/bin/|ExecStart=$root/usr/bin/|" "$guard_unit" > "$scratch/unit/xidlelock-guard.service"
+sed "s|^ExecStart=/usr/libexec/|ExecStart=$root/usr/libexec/|" "$guard_unit" > "$scratch/unit/xidlelock-guard.service"
 out=$(MANPATH="$root/usr/share/man" systemd-analyze verify "$scratch/unit/xidlelock-guard.service" 2>&1) ||
     fail "systemd-analyze verify: $out"
 [ -z "$out" ] || fail "systemd-analyze verify warns: $out"

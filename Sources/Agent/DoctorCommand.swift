@@ -1,6 +1,7 @@
 import CX11
 import Glibc
 import IdleCore
+import Platform
 
 /// `xidlelock doctor`: gathers the facts (the display, the agent's status, the
 /// locker on disk, the keyboard grab) for `Doctor.diagnose`, prints the findings and

@@ -1,4 +1,5 @@
 import IdleCore
+import Platform
 
 /// Problems said once: a bus or a session that stays away stays away, and its line is
 /// worth one entry in the log, not one per retry. Each kind of problem has a key.

@@ -7,14 +7,26 @@
 // one of the attackers, and every process of the user can be killed, stopped or
 // replaced by the user. The guard runs as root; what it knows it verified itself.
 
-/// `xidlelock guard`'s flags.
+/// `xidlelock guard`'s flags (and `xidlelock-guard`'s, the daemon it execs).
 public struct GuardOptions: Equatable, Sendable {
     public var verbose = false
+    /// The installed agent, the one executable every session's agent must run. Root's
+    /// word (the unit's command line): nothing of a user's may move it.
+    public var agent: String?
     public init() {}
 
     static let specs: [OptionSpec<GuardOptions>] = [
         OptionSpec("--verbose", nil, "Log every registration, check and session change, not only refusals, losses and actions.") { o, _ in o.verbose = true },
+        OptionSpec("--agent", "PATH", "The installed xidlelock every session's agent must run (default: the xidlelock that started the guard, or bin/xidlelock beside the guard's libexec directory).") { o, v throws(UsageError) in
+            guard v.hasPrefix("/") else { throw UsageError("--agent: '\(v)' is not an absolute path") }
+            o.agent = v
+        },
     ]
+
+    /// The daemon's own command line for these options: what `xidlelock guard` execs.
+    public func daemonArguments(agent: String) -> [String] {
+        ["--agent", self.agent ?? agent] + (verbose ? ["--verbose"] : [])
+    }
 }
 
 /// What the guard does when a session's agent is lost (policy `on-agent-lost`).

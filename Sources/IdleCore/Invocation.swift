@@ -31,7 +31,7 @@ public enum Invocation: Equatable, Sendable {
         CommandDoc(name: "doctor", synopsis: "xidlelock doctor [--json] [--socket PATH] [--policy FILE]",
                    abstract: "Say why the screen would or would not lock now, each problem with what to do; exit 0 only when a lock would happen.",
                    options: DoctorOptions.specs.map(\.doc)),
-        CommandDoc(name: "guard", synopsis: "xidlelock guard [--verbose]",
+        CommandDoc(name: "guard", synopsis: "xidlelock guard [--verbose] [--agent PATH]",
                    abstract: "Run the root service that guards every graphical session's agent under the admin's policy (see THE GUARD in xidlelock(1)).",
                    options: GuardOptions.specs.map(\.doc)),
         CommandDoc(name: "completions", synopsis: "xidlelock completions bash|zsh|fish",

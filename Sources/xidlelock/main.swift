@@ -2,6 +2,7 @@ import Agent
 import CStartup
 import Glibc
 import IdleCore
+import Platform
 
 /// Prints `text` to a file descriptor, whole.
 func emit(_ text: String, to fd: Int32) {
@@ -33,7 +34,7 @@ do {
     case .client(let command):
         status = try ControlClient.run(command)
     case .sessionGuard(let options):
-        status = try GuardService.run(options)
+        try GuardDaemon.exec(options)
     case .agent(let options):
         try Agent.run(options)
     }

@@ -1,4 +1,5 @@
 @testable import Agent
+@testable import Platform
 import CBus
 import IdleCore
 import Testing

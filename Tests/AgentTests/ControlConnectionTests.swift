@@ -1,4 +1,5 @@
 @testable import Agent
+@testable import Platform
 import Glibc
 import IdleCore
 import Testing

@@ -1,4 +1,5 @@
 @testable import Agent
+@testable import Platform
 import CLinux
 import Glibc
 import IdleCore

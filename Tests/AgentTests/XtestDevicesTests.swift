@@ -1,4 +1,5 @@
 @testable import Agent
+@testable import Platform
 import Testing
 
 @Suite("XTEST devices (--ignore-xtest)")

@@ -368,6 +368,32 @@ struct GuardTests {
         }
     }
 
+    // MARK: k. root runs the guard's own image (#36)
+
+    @Test("k. `xidlelock guard` runs root's own small daemon: the process is xidlelock-guard, whose binary names none of the agent's X, audio or card libraries, and which maps none of them while it verifies an agent and starts its locker")
+    func guardsOwnImage() async throws {
+        try await GuardSession.with { g in
+            let agent = try await g.startVerifiedAgent()
+            agent.send(SIGKILL)
+            let killedAt = ContinuousClock.now
+            _ = try await agent.waitForExit()
+            _ = try await g.expectGuardLocker(since: killedAt, figure: "k. kill -9")
+            let guardPid = try #require(g.guardProcess?.processIdentifier)
+            let image = try #require(try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(guardPid)/exe"))
+            #expect(image.hasSuffix("/xidlelock-guard"), "root runs \(image), not the guard's own executable")
+            // What the agent loads with dlopen (CXlib, CPulse, CCard) or links (libxcb, for `idle`).
+            let agentsLibraries = ["libX11.so", "libXss.so", "libXi.so", "libXrandr.so", "libXRes.so", "libxcb", "libpulse.so", "libpcsclite.so"]
+            let binary = try Data(contentsOf: URL(fileURLWithPath: image))
+            let named = agentsLibraries.filter { binary.range(of: Data($0.utf8)) != nil }
+            #expect(named.isEmpty, "the guard's binary \(image) names \(named)")
+            // Read to the end: /proc hands out maps a page per read.
+            let maps = String(decoding: FileHandle(forReadingAtPath: "/proc/\(guardPid)/maps")?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+            let mapped = agentsLibraries.filter { maps.contains($0) }
+            #expect(!maps.isEmpty && mapped.isEmpty, "the guard maps \(mapped)")
+            print("guard figure (k. the guard's image): \(image), \(binary.count) bytes; libraries mapped: \(Set(maps.split(separator: "\n").compactMap { $0.split(separator: "/").last.map(String.init) }.filter { $0.contains(".so") }).sorted())")
+        }
+    }
+
     // MARK: i. a property change costs its own session's work (#36)
 
     @Test("i. six sessions: 20 IdleHint changes of one cost the guard no read of any session; a LockedHint change reads that one session again, and only it")

@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import IdleCore
+import Platform
 
 /// The script-facing commands: each connects to the agent's socket, sends one
 /// request and shows the reply.

@@ -1,5 +1,6 @@
 import Glibc
 import IdleCore
+import Platform
 
 /// What the agent does with a client's lines.
 protocol ControlRequestHandler: AnyObject {

@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import IdleCore
+import Platform
 
 /// The agent's end of the control socket: one listening socket in a private
 /// directory, guarded by a lock file so that one agent runs per user and display.

@@ -1,4 +1,5 @@
 import IdleCore
+import Platform
 
 /// What the agent answers to each request of the control socket.
 extension Agent: ControlRequestHandler {

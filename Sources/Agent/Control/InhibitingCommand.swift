@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import Platform
 
 /// `xidlelock inhibit -- CMD ARGS`: runs CMD in the foreground, forwards the
 /// signals a terminal or a service manager sends, and exits as CMD did.

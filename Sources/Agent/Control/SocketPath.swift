@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import IdleCore
+import Platform
 
 /// Where the control socket of this user's agent on this display lives.
 enum SocketPath {

@@ -1,6 +1,7 @@
 import CPulse
 import Glibc
 import IdleCore
+import Platform
 
 /// `--not-when-audio`: while an application plays sound the stages are held off,
 /// one inhibitor per application. The sound server (PulseAudio, or PipeWire

@@ -1,6 +1,7 @@
 import CBus
 import Glibc
 import IdleCore
+import Platform
 
 /// One bus, joined and kept joined without the agent ever waiting for it: the
 /// connection, handshake and calls are asynchronous (`BusConnection`). A bus that

@@ -1,6 +1,7 @@
 import CBus
 import Glibc
 import IdleCore
+import Platform
 
 /// A D-Bus object the agent serves on the session bus, declared as a table: its
 /// name, interface, paths, signals, and each method with its handler. The C layer

@@ -1,4 +1,5 @@
 import IdleCore
+import Platform
 
 /// What the desktop services need from the agent.
 protocol DesktopAgent: AnyObject {

@@ -1,6 +1,7 @@
 import CBus
 import Glibc
 import IdleCore
+import Platform
 
 /// The desktop's buses: the services of holds served on the session bus (each a
 /// `SessionService` of its own: org.freedesktop.ScreenSaver for browsers and

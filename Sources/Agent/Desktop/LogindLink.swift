@@ -1,6 +1,7 @@
 import CBus
 import Glibc
 import IdleCore
+import Platform
 
 /// logind and UPower, followed on the system bus that `DesktopServices` joins: lock
 /// before sleep (a delay inhibitor), the session's Lock signal, Active and hints,

@@ -1,6 +1,7 @@
 import CBus
 import Glibc
 import IdleCore
+import Platform
 
 /// `--not-when-playing`: while an MPRIS player on the session bus says it is playing
 /// (its PlaybackStatus), the stages are held off, one inhibitor per player. Muted

@@ -1,4 +1,5 @@
 import IdleCore
+import Platform
 
 /// org.freedesktop.PowerManagement.Inhibit, under both names its clients call
 /// (org.freedesktop.PowerManagement, and org.freedesktop.PowerManagement.Inhibit of

@@ -1,4 +1,5 @@
 import IdleCore
+import Platform
 
 /// org.freedesktop.ScreenSaver at /org/freedesktop/ScreenSaver and /ScreenSaver:
 /// browsers, players and `xdg-screensaver` hold the lock off through it; Lock,

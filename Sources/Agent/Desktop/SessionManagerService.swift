@@ -1,5 +1,6 @@
 import Glibc
 import IdleCore
+import Platform
 
 /// `--session-manager-service`: org.gnome.SessionManager's inhibitors, the first
 /// thing GTK's `gtk_application_inhibit` asks for (then the portal), and

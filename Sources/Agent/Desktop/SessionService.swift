@@ -1,4 +1,5 @@
 import IdleCore
+import Platform
 
 /// A service of holds the agent serves on the session bus, declared in a file of
 /// its own on `BusService`; `DesktopServices` serves each one the user follows

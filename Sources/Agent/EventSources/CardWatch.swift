@@ -1,6 +1,7 @@
 import CCard
 import Glibc
 import IdleCore
+import Platform
 
 /// `--lock-on-card-removal`: pcscd's readers and cards. SCardGetStatusChange blocks
 /// until something changes, so a thread of its own waits in it (ccard.c) and writes

@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import IdleCore
+import Platform
 
 /// The state machine's next deadline, on a CLOCK_BOOTTIME timerfd: a deadline
 /// that passed while the machine slept fires right after resume, which a poll

@@ -1,4 +1,5 @@
 import IdleCore
+import Platform
 
 /// Calls back every `period`, only while `isActive` says so (an X keep-awake hold,
 /// whose end the server does not announce): no wake-up at all otherwise. It

@@ -1,4 +1,5 @@
 import CLinux
+import Platform
 
 /// Readable right after every resume from suspend (a cancel-on-set realtime
 /// timerfd, see xil_resume_watch_create): the agent notices a suspend gap at the

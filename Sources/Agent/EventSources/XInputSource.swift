@@ -1,3 +1,4 @@
+import Platform
 /// The X connection as a source: raw input read from it becomes `.input`.
 /// Xlib reads events into its queue during round trips and flushes, and then the
 /// descriptor stays quiet: so the queue is drained right before every wait, after

@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import IdleCore
+import Platform
 
 /// The agent's registration with the guard (`xidlelock guard`, root), under a policy:
 /// one connection to `/run/xidlelock/guard.sock`, kept open for the agent's life. The

@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import IdleCore
+import Platform
 
 /// The agent's children by role, each with how it may be stopped. A source of
 /// its own: a hook asked to stop gets SIGKILL when its grace runs out.

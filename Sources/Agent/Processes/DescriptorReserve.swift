@@ -1,4 +1,5 @@
 import Glibc
+import Platform
 
 /// Descriptors held back for starting the locker. A client that opens connections
 /// until the agent runs out (EMFILE) must not keep the screen from locking:

@@ -1,5 +1,6 @@
 import Glibc
 import IdleCore
+import Platform
 
 /// Chooses the locker command: the one given, checked, or the first installed
 /// of a documented list.
@@ -30,10 +31,6 @@ enum LockerChoice {
         throw .unavailable("no locker found: install one of \(candidates.map(\.program).joined(separator: ", ")) or give --locker CMD")
     }
 
-    /// Where the policy's locker is looked for: the system's directories, never the
-    /// user's PATH (a `~/bin/i3lock` first in it must not stand in for the admin's).
-    static let systemPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
     /// The admin's locker, as the agent runs it under the policy: nothing of the
     /// user's decides which program it is or what it sees.
     struct PolicyLocker {
@@ -46,7 +43,7 @@ enum LockerChoice {
         var environment: [String]?
     }
 
-    /// The policy's locker with its program found in `systemPath` (a command that
+    /// The policy's locker with its program found in `SessionUser.systemPath` (a command that
     /// starts with a shell construct keeps its words: its shell then searches the
     /// system's PATH alone), and the clean environment it runs with.
     static func policyLocker(_ command: String, display: String?, sessionID: String?) throws(AgentError) -> PolicyLocker {
@@ -56,8 +53,8 @@ enum LockerChoice {
         guard let word = ShellCommand.firstWord(of: command) else {
             return PolicyLocker(command: command, executable: "/bin/sh", environment: environment)
         }
-        guard let program = findProgram(word, path: systemPath), program.hasPrefix("/") else {
-            throw .unavailable("the policy's locker: '\(word)' was not found in the system's directories (\(systemPath)), so the screen could never be locked")
+        guard let program = findProgram(word, path: SessionUser.systemPath), program.hasPrefix("/") else {
+            throw .unavailable("the policy's locker: '\(word)' was not found in the system's directories (\(SessionUser.systemPath)), so the screen could never be locked")
         }
         let rest = command.drop { $0 == " " || $0 == "\t" }.dropFirst(word.count)
         return PolicyLocker(command: program + rest, executable: program, environment: environment)

@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import Platform
 
 /// Remembers the running locker beside the control socket, so that an agent
 /// started again (after a crash, `systemctl --user restart`, an upgrade) knows
@@ -38,19 +39,8 @@ final class LockerRecord {
         }
     }
 
-    /// The process's start time in clock ticks since boot (/proc/PID/stat field 22):
-    /// with the pid, it names one process even after the pid is reused.
-    static func startTime(of pid: pid_t) -> String? {
-        guard let bytes = FileIO.readSmallFile("/proc/\(pid)/stat", limit: 1024),
-              let close = bytes.lastIndex(of: UInt8(ascii: ")"))
-        else { return nil }
-        let fields = bytes[(close + 1)...].split(separator: UInt8(ascii: " "))
-        guard fields.count > 19 else { return nil }
-        return String(decoding: fields[19], as: UTF8.self)
-    }
-
     func save(_ pid: pid_t) {
-        guard let start = LockerRecord.startTime(of: pid) else { return }
+        guard let start = ProcessStart.time(of: pid) else { return }
         let text = "\(pid) \(start) \(serverToken)\n"
         let written = text.withCString { pwrite(fd, $0, strlen($0), 0) }
         if written < 0 || ftruncate(fd, off_t(written)) != 0 {
@@ -76,7 +66,7 @@ final class LockerRecord {
             return nil
         }
         var owner = stat()
-        guard LockerRecord.startTime(of: pid) == String(words[1]), stat("/proc/\(pid)", &owner) == 0 else {
+        guard ProcessStart.time(of: pid) == String(words[1]), stat("/proc/\(pid)", &owner) == 0 else {
             clear()  // stale: that locker has ended
             return nil
         }

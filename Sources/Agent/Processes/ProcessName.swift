@@ -1,5 +1,6 @@
 import Glibc
 import IdleCore
+import Platform
 
 /// A process's name from /proc, escaped for logs and status.
 func processName(_ pid: pid_t) -> String {

@@ -1,4 +1,5 @@
 import Glibc
+import Platform
 
 /// A process and its descendants, as /proc tells them now: the locker's processes,
 /// whose windows prove the locker's keyboard grab (`i3lock -n` is two processes, the

@@ -1,5 +1,6 @@
 import Glibc
 import IdleCore
+import Platform
 
 /// For `doctor`, where no agent answers because none can make its control socket:
 /// an agent of this user for this display that runs without one. Found in /proc by

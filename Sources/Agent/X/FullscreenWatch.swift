@@ -1,5 +1,6 @@
 import CX11
 import IdleCore
+import Platform
 
 /// `--not-when-fullscreen`: follows the active window (EWMH `_NET_ACTIVE_WINDOW` on
 /// the root) and whether it is fullscreen (`_NET_WM_STATE_FULLSCREEN` in its

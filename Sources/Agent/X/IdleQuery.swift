@@ -1,6 +1,7 @@
 import CXCB
 import Glibc
 import IdleCore
+import Platform
 
 /// `xidlelock idle`: the server's idle counter, printed like xprintidle. It runs in
 /// shell loops and status bars, so it speaks to the server through libxcb alone:

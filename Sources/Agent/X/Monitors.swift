@@ -1,6 +1,7 @@
 import CX11
 import CXlib
 import Glibc
+import Platform
 
 /// The monitors' rectangles, from RandR 1.5 (`XRRGetMonitors`: what `xrandr
 /// --listmonitors` shows, so a monitor set up with `xrandr --setmonitor` counts).

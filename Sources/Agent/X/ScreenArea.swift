@@ -1,4 +1,5 @@
 import IdleCore
+import Platform
 
 /// A monitor's rectangle on the root window (or the root window itself).
 struct ScreenArea: Equatable {

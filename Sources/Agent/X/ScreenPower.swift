@@ -1,6 +1,7 @@
 import CX11
 import CXlib
 import IdleCore
+import Platform
 
 /// The monitor's power through the X server's DPMS extension, for
 /// `--screen-off-after-lock`: no shell, no `xset`. The server turns the monitor on

@@ -2,6 +2,7 @@ import CX11
 import CXlib
 import Glibc
 import IdleCore
+import Platform
 
 /// The agent's connection to the X server: raw input through XInput2 and the
 /// idle counter through MIT-SCREEN-SAVER. Policy never touches this type's

@@ -1,3 +1,4 @@
+import Platform
 /// The X server's XTEST devices by id (`--ignore-xtest`): each master has an XTEST
 /// pointer and keyboard of its own, the slaves that xdotool, jigglers and x11vnc
 /// send their input through. A raw event's `sourceid` is looked up here, once per

@@ -37,13 +37,18 @@ enum InstalledBinary {
             if made.isEmpty { removeStaleCopies() }
             let directory = root + "/\(getpid())-\(String(mode, radix: 8))"
             try makeDirectory(directory)
-            let path = directory + "/xidlelock"
-            let staging = path + ".new"
-            try? FileManager.default.removeItem(atPath: staging)
-            try FileManager.default.copyItem(atPath: agentBinary, toPath: staging)
-            guard chown(staging, 0, 0) == 0, chmod(staging, mode) == 0, rename(staging, path) == 0 else {
-                throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            // The guard's daemon beside it, as installed (`xidlelock guard` execs it).
+            let daemon = agentBinary.dropLast("xidlelock".count) + "xidlelock-guard"
+            for (from, name, mode) in [(String(daemon), "xidlelock-guard", mode_t(0o755)), (agentBinary, "xidlelock", mode)] {
+                let path = directory + "/" + name
+                let staging = path + ".new"
+                try? FileManager.default.removeItem(atPath: staging)
+                try FileManager.default.copyItem(atPath: from, toPath: staging)
+                guard chown(staging, 0, 0) == 0, chmod(staging, mode) == 0, rename(staging, path) == 0 else {
+                    throw POSIXError(.init(rawValue: errno) ?? .EIO)
+                }
             }
+            let path = directory + "/xidlelock"
             made[mode] = path
             return path
         }

@@ -19,7 +19,7 @@ extension ConfigSources {
 
     /// Config files are small: 64 KiB is far beyond any real one, and a bound keeps a
     /// mistaken path (a device, a huge log) from hanging or bloating the agent.
-    static let largestFile = 64 * 1024
+    package static let largestFile = 64 * 1024
 }
 
 /// Reads a config file or the policy without ever waiting or opening a device: the
@@ -60,9 +60,9 @@ extension ConfigSources {
     return .bytes(Array(bytes[..<count]))
 }
 
-enum FileKind {
+package enum FileKind {
     /// What a file that is not a regular file is, in words; nil for a regular file.
-    static func notRegular(_ info: stat) -> String? {
+    package static func notRegular(_ info: stat) -> String? {
         switch info.st_mode & S_IFMT {
         case S_IFREG: nil
         case S_IFDIR: "a directory"

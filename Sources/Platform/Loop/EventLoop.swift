@@ -2,18 +2,19 @@ import Glibc
 import IdleCore
 
 /// poll(2) events, as a set.
-struct PollEvents: OptionSet {
-    let rawValue: Int16
-    static let readable = PollEvents(rawValue: Int16(POLLIN))
-    static let writable = PollEvents(rawValue: Int16(POLLOUT))
-    static let hangUp = PollEvents(rawValue: Int16(POLLHUP))
-    static let error = PollEvents(rawValue: Int16(POLLERR))
+package struct PollEvents: OptionSet {
+    package let rawValue: Int16
+    package init(rawValue: Int16) { self.rawValue = rawValue }
+    package static let readable = PollEvents(rawValue: Int16(POLLIN))
+    package static let writable = PollEvents(rawValue: Int16(POLLOUT))
+    package static let hangUp = PollEvents(rawValue: Int16(POLLHUP))
+    package static let error = PollEvents(rawValue: Int16(POLLERR))
 }
 
 /// Everything the agent waits on is a source: a descriptor with the events it
 /// wants, a deadline, or both (as sd-event's io and time sources). The loop knows
 /// no concrete source; a new input is a new type that conforms to this.
-protocol EventSource: AnyObject {
+package protocol EventSource: AnyObject {
     /// The descriptor to poll and for what, now; nil to wait on none.
     var pollInterest: (fd: Int32, events: PollEvents)? { get }
     /// Dispatch at this time even if the descriptor stays quiet (CLOCK_MONOTONIC,
@@ -36,22 +37,22 @@ protocol EventSource: AnyObject {
 }
 
 extension EventSource {
-    var pollInterest: (fd: Int32, events: PollEvents)? { nil }
-    var deadline: MonotonicInstant? { nil }
-    func prepareToWait() {}
-    var preparesLast: Bool { false }
-    var isFinished: Bool { false }
+    package var pollInterest: (fd: Int32, events: PollEvents)? { nil }
+    package var deadline: MonotonicInstant? { nil }
+    package func prepareToWait() {}
+    package var preparesLast: Bool { false }
+    package var isFinished: Bool { false }
 }
 
 /// Waits for descriptors or a timeout. The loop computes the timeout; the waiter
 /// only waits (as swift-nio's selector).
-protocol Waiter {
+package protocol Waiter {
     /// Fills in `revents`; `timeout` nil waits for ever.
     mutating func wait(_ fds: inout [pollfd], timeout: Millis?) throws(SystemError)
 }
 
-struct PollWaiter: Waiter {
-    mutating func wait(_ fds: inout [pollfd], timeout: Millis?) throws(SystemError) {
+package struct PollWaiter: Waiter {
+    package mutating func wait(_ fds: inout [pollfd], timeout: Millis?) throws(SystemError) {
         let ms = timeout.map { Int32(clamping: $0.value) } ?? -1
         try Syscall.call("poll") { poll(&fds, nfds_t(fds.count), ms) }
     }
@@ -59,22 +60,22 @@ struct PollWaiter: Waiter {
 
 /// One loop over every source: prepare, wait once, dispatch. Between deadlines it
 /// does not wake at all.
-final class EventLoop {
-    private(set) var sources: [EventSource] = []
+package final class EventLoop {
+    package private(set) var sources: [EventSource] = []
     private var waiter: Waiter
     private let now: () -> MonotonicInstant
     private var fds: [pollfd] = []
 
-    init(waiter: Waiter = PollWaiter(), now: @escaping () -> MonotonicInstant = { SystemClock.now().monotonic }) {
+    package init(waiter: Waiter = PollWaiter(), now: @escaping () -> MonotonicInstant = { SystemClock.now().monotonic }) {
         self.waiter = waiter
         self.now = now
     }
 
-    func add(_ source: EventSource) { sources.append(source) }
+    package func add(_ source: EventSource) { sources.append(source) }
 
     /// One turn of the loop. Returns the sources dispatched, in order.
     @discardableResult
-    func runOnce() throws(SystemError) -> [EventSource] {
+    package func runOnce() throws(SystemError) -> [EventSource] {
         // Those that arm from the others' state last: nothing a prepare dispatches
         // can leave a timer armed on a stale deadline.
         for source in sources where !source.preparesLast { source.prepareToWait() }
@@ -114,7 +115,7 @@ final class EventLoop {
         return dispatched
     }
 
-    func run() -> Never {
+    package func run() -> Never {
         while true {
             do {
                 try runOnce()

@@ -1,5 +1,6 @@
 import Glibc
 import IdleCore
+import Platform
 
 /// A verified agent followed for a freeze of its control group. systemd delegates a
 /// cgroup tree to the user (`user@UID.service`): the user may move their processes

@@ -5,8 +5,8 @@ import IdleCore
 /// Everything about starting one child, as a value: what to run, what it gets,
 /// and how it is stopped. Run by one C function between fork and exec
 /// (`xil_spawn`), which resets signals and reports exec failures.
-struct SpawnRequest {
-    enum Program: Equatable {
+package struct SpawnRequest {
+    package enum Program: Equatable {
         /// `/bin/sh -c COMMAND`, as every anchor tool runs hooks.
         case shell(String)
         /// A program searched in PATH, with its arguments (argv[0] first).
@@ -14,40 +14,52 @@ struct SpawnRequest {
     }
 
     /// How the agent may stop the child.
-    enum StopPolicy: Equatable {
+    package enum StopPolicy: Equatable {
         /// Never: the locker. Killing it would unlock the screen.
         case never
         /// SIGTERM to its process group, then SIGKILL after the grace if it is still there.
         case terminate(grace: Millis)
     }
 
-    var program: Program
+    package var program: Program
     /// Added to the agent's environment, replacing variables of the same name.
-    var environment: [EnvironmentVariable] = []
+    package var environment: [EnvironmentVariable]
     /// Descriptors for this child alone, at the given numbers (the logind sleep
     /// delay for a locker that knows the protocol). Every other descriptor is closed.
-    var passedDescriptors: [(from: Int32, to: Int32)] = []
+    package var passedDescriptors: [(from: Int32, to: Int32)] = []
     /// A session of its own: the terminal's Ctrl-C and the agent's exit never reach it.
-    var newSession = true
+    package var newSession: Bool
     /// stdin from /dev/null and stdout onto the agent's stderr (the log); off for
     /// a foreground command (`inhibit -- CMD`), which keeps the caller's.
-    var detachedStreams = true
-    var stop: StopPolicy = .terminate(grace: .seconds(5))
+    package var detachedStreams: Bool
+    package var stop: StopPolicy
     /// The whole environment to start from; nil: the agent's own. The guard gives a
     /// clean one (never the user's): the locker then sees nothing the user set.
-    var baseEnvironment: [String]?
+    package var baseEnvironment: [String]?
     /// The guard (root) runs the session's locker as the session's user.
-    var runAs: User?
+    package var runAs: User?
 
-    struct User {
-        var uid: uid_t
-        var gid: gid_t
-        var groups: [gid_t]
-        var home: String
+    package struct User {
+        package var uid: uid_t
+        package var gid: gid_t
+        package var groups: [gid_t]
+        package var home: String
+        package init(uid: uid_t, gid: gid_t, groups: [gid_t], home: String) {
+            (self.uid, self.gid, self.groups, self.home) = (uid, gid, groups, home)
+        }
+    }
+
+    package init(program: Program, environment: [EnvironmentVariable] = [], newSession: Bool = true,
+                 detachedStreams: Bool = true, stop: StopPolicy = .terminate(grace: .seconds(5))) {
+        self.program = program
+        self.environment = environment
+        self.newSession = newSession
+        self.detachedStreams = detachedStreams
+        self.stop = stop
     }
 
     /// The argv the child runs.
-    var arguments: [String] {
+    package var arguments: [String] {
         switch program {
         case .shell(let command): ["sh", "-c", command]
         case .argv(let argv): argv
@@ -57,7 +69,7 @@ struct SpawnRequest {
     /// The whole environment of the child: the agent's own, without its XIDLELOCK_
     /// variables (say it was started from a hook: they would describe another
     /// event), with `environment` added.
-    static func childEnvironment(base: [String], adding additions: [EnvironmentVariable]) -> [String] {
+    package static func childEnvironment(base: [String], adding additions: [EnvironmentVariable]) -> [String] {
         let added = Set(additions.map(\.name))
         let kept = base.filter { entry in
             let name = entry.prefix { $0 != "=" }
@@ -67,7 +79,7 @@ struct SpawnRequest {
     }
 
     /// The agent's environment now.
-    static func currentEnvironment() -> [String] {
+    package static func currentEnvironment() -> [String] {
         var entries: [String] = []
         var entry = environ
         while let pointer = entry.pointee {
@@ -78,7 +90,7 @@ struct SpawnRequest {
     }
 
     /// Starts the child; returns its pid.
-    func spawn() throws(SystemError) -> pid_t {
+    package func spawn() throws(SystemError) -> pid_t {
         let env = SpawnRequest.childEnvironment(base: baseEnvironment ?? SpawnRequest.currentEnvironment(), adding: environment)
         var pid: pid_t = 0
         // A shell command runs /bin/sh itself; a program is searched in PATH.
@@ -124,7 +136,7 @@ struct SpawnRequest {
 }
 
 /// Calls `body` with a NULL-terminated array of NUL-terminated copies of `strings`.
-func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+package func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
     let copies: [UnsafePointer<CChar>?] = strings.map { UnsafePointer(strdup($0)) } + [nil]
     defer { for copy in copies { free(UnsafeMutablePointer(mutating: copy)) } }
     return copies.withUnsafeBufferPointer { body($0.baseAddress!) }

@@ -1,6 +1,6 @@
 extension String {
     /// The text of a NUL-terminated buffer a C function filled in.
-    init(nulTerminated buffer: [CChar]) {
+    package init(nulTerminated buffer: [CChar]) {
         self.init(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -1,20 +1,20 @@
 import Glibc
 
 /// Reads lines from a byte stream, refusing lines longer than a bound.
-struct LineBuffer {
+package struct LineBuffer {
     private var bytes: [UInt8] = []
-    let limit: Int
+    package let limit: Int
 
-    init(limit: Int) { self.limit = limit }
+    package init(limit: Int) { self.limit = limit }
 
     /// True when more than `limit` bytes wait without a newline.
-    var overflowed: Bool { bytes.count > limit }
+    package var overflowed: Bool { bytes.count > limit }
     /// True when part of a line waits for its end.
-    var holdsPartialLine: Bool { !bytes.isEmpty }
+    package var holdsPartialLine: Bool { !bytes.isEmpty }
 
-    mutating func append(_ chunk: UnsafeRawBufferPointer) { bytes.append(contentsOf: chunk) }
+    package mutating func append(_ chunk: UnsafeRawBufferPointer) { bytes.append(contentsOf: chunk) }
 
-    mutating func nextLine() -> String? {
+    package mutating func nextLine() -> String? {
         guard let newline = bytes.firstIndex(of: 0x0A) else { return nil }
         var line = bytes[..<newline]
         if line.last == 0x0D { line = line.dropLast() }
@@ -25,7 +25,7 @@ struct LineBuffer {
 }
 
 /// What one read of a non-blocking descriptor into a `LineBuffer` found.
-enum StreamRead: Equatable {
+package enum StreamRead: Equatable {
     case data
     case wouldBlock
     /// The other end closed, or the read failed: no more lines will come.
@@ -34,7 +34,7 @@ enum StreamRead: Equatable {
 
 extension LineBuffer {
     /// One read of what `fd` holds now, through `Syscall` (EINTR retried, EAGAIN a value).
-    mutating func read(from fd: Int32, chunk size: Int = 4096) -> StreamRead {
+    package mutating func read(from fd: Int32, chunk size: Int = 4096) -> StreamRead {
         var chunk = [UInt8](repeating: 0, count: size)
         let result = try? chunk.withUnsafeMutableBytes { buffer throws(SystemError) in
             try Syscall.nonBlocking("read") { Glibc.read(fd, buffer.baseAddress, buffer.count) }

@@ -9,13 +9,13 @@ import IdleCore
 /// non-blocking descriptor for stderr, drops lines the sink cannot take, and
 /// says how many when it can write again.
 public enum Log {
-    nonisolated(unsafe) static var threshold = LogLevel.info
-    nonisolated(unsafe) static var journald = getenv("JOURNAL_STREAM") != nil
+    nonisolated(unsafe) package static var threshold = LogLevel.info
+    nonisolated(unsafe) package static var journald = getenv("JOURNAL_STREAM") != nil
     /// Where lines go: fd 2 until `makeNonBlocking()` opens a descriptor of its own.
-    nonisolated(unsafe) static var sink: Int32 = 2
+    nonisolated(unsafe) package static var sink: Int32 = 2
     /// stderr is a socket (the journal's stream): written with MSG_DONTWAIT.
-    nonisolated(unsafe) static var sinkIsSocket = false
-    nonisolated(unsafe) private(set) static var dropped = 0
+    nonisolated(unsafe) package static var sinkIsSocket = false
+    nonisolated(unsafe) package private(set) static var dropped = 0
 
     /// Gives the log a non-blocking descriptor of its own. O_NONBLOCK on fd 2 itself
     /// would change the terminal or pipe shared with the shell and the hooks, so a
@@ -32,7 +32,7 @@ public enum Log {
         if fd >= 0 { sink = fd }
     }
 
-    static func write(_ level: LogLevel, _ message: String) {
+    package static func write(_ level: LogLevel, _ message: String) {
         guard level >= threshold else { return }
         if dropped > 0 {
             let count = dropped
@@ -43,7 +43,7 @@ public enum Log {
     }
 
     /// A line from the C side (sd-bus, libpulse): level 0 debug, 1 info, 2 warning, 3 error.
-    static func fromLibrary(_ level: Int32, _ message: UnsafePointer<CChar>?) {
+    package static func fromLibrary(_ level: Int32, _ message: UnsafePointer<CChar>?) {
         let text = message.map { String(cString: $0) } ?? ""
         switch level {
         case 0: debug(text)
@@ -58,7 +58,7 @@ public enum Log {
     /// counted, and the count said once the minute is over, so that no flood, however
     /// many clients it comes from, can bury the log. `kind` names the lines in the count
     /// ("… and 3771 more refused holds in the last minute").
-    static func limited(_ kind: String, _ message: String, level: LogLevel = .warning) {
+    package static func limited(_ kind: String, _ message: String, level: LogLevel = .warning) {
         let now = SystemClock.now().monotonic
         sayCounts(at: now)
         let current = windows[kind].flatMap { now - $0.opened < .minutes(1) ? $0 : nil }
@@ -81,19 +81,19 @@ public enum Log {
 
     private struct LimitWindow {
         /// Lines of one kind said in full a minute.
-        static let inFull = 3
-        let opened: MonotonicInstant
-        let level: LogLevel
-        var said = 0
-        var leftOut = 0
+        package static let inFull = 3
+        package let opened: MonotonicInstant
+        package let level: LogLevel
+        package var said = 0
+        package var leftOut = 0
     }
     nonisolated(unsafe) private static var windows: [String: LimitWindow] = [:]
     /// When the first count of lines left out is due; nil while none was left out, so
     /// that a quiet agent never wakes for its log.
-    nonisolated(unsafe) private(set) static var countsDue: MonotonicInstant?
+    nonisolated(unsafe) package private(set) static var countsDue: MonotonicInstant?
 
     /// Says how many lines of each kind were left out in a minute that is over.
-    static func sayCounts(at now: MonotonicInstant) {
+    package static func sayCounts(at now: MonotonicInstant) {
         guard let due = countsDue, now >= due else { return }
         countsDue = nil
         for (kind, window) in windows {
@@ -107,11 +107,11 @@ public enum Log {
         }
     }
 
-    static func debug(_ message: @autoclosure () -> String) {
+    package static func debug(_ message: @autoclosure () -> String) {
         if threshold <= .debug { write(.debug, message()) }
     }
 
-    static func line(_ level: LogLevel, _ message: String) -> String {
+    package static func line(_ level: LogLevel, _ message: String) -> String {
         if journald {
             let priority = switch level {
             case .debug: 7
@@ -150,9 +150,10 @@ public enum Log {
 /// Says the counts of rate-limited lines once their minute is over, even when no line of
 /// their kind comes again. No deadline while nothing was left out: a quiet agent never
 /// wakes for its log.
-final class LogCounts: EventSource {
-    var deadline: MonotonicInstant? { Log.countsDue }
-    func dispatch(_ events: PollEvents) { Log.sayCounts(at: SystemClock.now().monotonic) }
+package final class LogCounts: EventSource {
+    package init() {}
+    package var deadline: MonotonicInstant? { Log.countsDue }
+    package func dispatch(_ events: PollEvents) { Log.sayCounts(at: SystemClock.now().monotonic) }
 }
 
 /// Makes descriptors 0, 1 and 2 valid before anything else is opened. A launcher

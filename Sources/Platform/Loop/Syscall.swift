@@ -14,7 +14,7 @@ public struct SystemError: Error, Equatable, CustomStringConvertible {
 }
 
 /// What a non-blocking call did: done, or it would have had to wait.
-enum IOResult<Value> {
+package enum IOResult<Value> {
     case done(Value)
     case wouldBlock
 }
@@ -23,10 +23,10 @@ enum IOResult<Value> {
 /// in this one place, a failure becomes a `SystemError` naming the call, and EAGAIN
 /// (for non-blocking descriptors) is a value, not an error. (Not every call goes
 /// through it: see docs/development.md, How it works.)
-enum Syscall {
+package enum Syscall {
     /// Calls `body` until it does not fail with EINTR; -1 throws.
     @discardableResult
-    static func call<T: FixedWidthInteger>(_ name: String, _ body: () -> T) throws(SystemError) -> T {
+    package static func call<T: FixedWidthInteger>(_ name: String, _ body: () -> T) throws(SystemError) -> T {
         while true {
             let result = body()
             if result != -1 { return result }
@@ -36,7 +36,7 @@ enum Syscall {
     }
 
     /// As `call`, with EAGAIN/EWOULDBLOCK returned as `.wouldBlock`.
-    static func nonBlocking<T: FixedWidthInteger>(_ name: String, _ body: () -> T) throws(SystemError) -> IOResult<T> {
+    package static func nonBlocking<T: FixedWidthInteger>(_ name: String, _ body: () -> T) throws(SystemError) -> IOResult<T> {
         do {
             return .done(try call(name, body))
         } catch where error.code == EAGAIN || error.code == EWOULDBLOCK {
@@ -46,9 +46,9 @@ enum Syscall {
 }
 
 /// A descriptor's bytes, written and read through `Syscall`.
-enum FileIO {
+package enum FileIO {
     /// Writes all of `bytes` to a blocking descriptor.
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+    package static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         var rest = bytes
         while !rest.isEmpty {
             let n = try Syscall.call("write") { write(fd, rest.baseAddress, rest.count) }
@@ -58,7 +58,7 @@ enum FileIO {
     }
 
     /// Writes all of `text` to a blocking descriptor.
-    static func writeAll(_ fd: Int32, _ text: String) throws(SystemError) {
+    package static func writeAll(_ fd: Int32, _ text: String) throws(SystemError) {
         let bytes = Array(text.utf8)
         let failure: SystemError? = bytes.withUnsafeBytes { raw in
             do { try writeAll(fd, raw) } catch { return (error as? SystemError) ?? SystemError("write", EIO) }
@@ -68,13 +68,13 @@ enum FileIO {
     }
 
     /// Writes what a non-blocking descriptor takes now; returns how many bytes.
-    static func writeSome(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {
+    package static func writeSome(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {
         try Syscall.nonBlocking("write") { write(fd, bytes.baseAddress, bytes.count) }
     }
 
     /// The names in a directory (not "." and ".."); `directoriesOnly`: only those
     /// readdir reports as directories. Empty when it cannot be read.
-    static func entries(of directory: String, directoriesOnly: Bool = false) -> [String] {
+    package static func entries(of directory: String, directoriesOnly: Bool = false) -> [String] {
         guard let handle = opendir(directory) else { return [] }
         defer { closedir(handle) }
         var names: [String] = []
@@ -87,7 +87,13 @@ enum FileIO {
     }
 
     /// Where a symbolic link points (/proc/PID/exe), or nil.
-    static func linkTarget(_ path: String) -> String? {
+    /// A /proc/PID/exe link's target as a path that can be run again: the kernel appends
+    /// " (deleted)" once the file was replaced (an upgrade).
+    package static func withoutDeleted(_ path: String) -> String {
+        path.hasSuffix(" (deleted)") ? String(path.dropLast(" (deleted)".count)) : path
+    }
+
+    package static func linkTarget(_ path: String) -> String? {
         var buffer = [CChar](repeating: 0, count: 4097)
         let n = readlink(path, &buffer, 4096)
         guard n > 0 else { return nil }
@@ -97,7 +103,7 @@ enum FileIO {
     /// Reads up to `limit` bytes of a small file (a /proc entry, a record), or nil.
     /// Read to the end: the kernel hands out /proc/PID/maps about a page per read(2),
     /// and a check that reads once sees only the first libraries (not an LD_PRELOAD's).
-    static func readSmallFile(_ path: String, limit: Int = 4096, flags: Int32 = 0) -> [UInt8]? {
+    package static func readSmallFile(_ path: String, limit: Int = 4096, flags: Int32 = 0) -> [UInt8]? {
         guard let fd = try? Syscall.call("open", { open(path, O_RDONLY | O_CLOEXEC | flags) }) else { return nil }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: limit)

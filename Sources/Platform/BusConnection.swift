@@ -7,33 +7,33 @@ import IdleCore
 /// by when it must be called again (an absolute CLOCK_MONOTONIC time in µs). A
 /// connection that is still connecting does its handshake here too, never waited
 /// for: the loop goes on locking while a bus takes its time or never answers.
-final class BusConnection: EventSource {
-    let bus: OpaquePointer
+package final class BusConnection: EventSource {
+    package let bus: OpaquePointer
     /// "session bus", "system bus", for logs.
-    let name: String
+    package let name: String
     private let onReady: () -> Void
     private let onLost: (Int32) -> Void
-    private(set) var isFinished = false
+    package private(set) var isFinished = false
     /// The bus answered the handshake (Hello).
-    private(set) var isReady: Bool
+    package private(set) var isReady: Bool
     /// A handshake not done by then is a failed connection (ETIMEDOUT): sd-bus's own
     /// bound is 90 s, far past any lock time.
     private var handshakeBy: MonotonicInstant?
-    static let handshakeLimit = Millis.seconds(5)
+    package static let handshakeLimit = Millis.seconds(5)
     /// Messages left after a turn's share: the loop comes back at once, after the
     /// other sources (the deadline among them) have had their turn.
     private var morePending = false
     /// Messages handled per turn of the loop.
-    static let messagesPerTurn: Int32 = 64
+    package static let messagesPerTurn: Int32 = 64
     /// Replies the bus has not taken yet past which the agent reads no more than one
     /// message a turn: a client that floods without reading its answers fills the
     /// bus's buffers, not the agent's memory.
-    static let queuedWritesLimit: UInt64 = 64
+    package static let queuedWritesLimit: UInt64 = 64
 
     private var backedUp: Bool { xil_bus_queued_writes(bus) > BusConnection.queuedWritesLimit }
 
     /// A bus connected already (`xil_bus_open`).
-    init(bus: OpaquePointer, name: String, onLost: @escaping (Int32) -> Void) {
+    package init(bus: OpaquePointer, name: String, onLost: @escaping (Int32) -> Void) {
         self.bus = bus
         self.name = name
         self.onLost = onLost
@@ -43,7 +43,7 @@ final class BusConnection: EventSource {
 
     /// A bus still connecting (`xil_bus_connect`): `onReady` once it answers, `onLost`
     /// with ETIMEDOUT if it has not within `handshakeLimit`.
-    init(connecting bus: OpaquePointer, name: String, onReady: @escaping () -> Void, onLost: @escaping (Int32) -> Void) {
+    package init(connecting bus: OpaquePointer, name: String, onReady: @escaping () -> Void, onLost: @escaping (Int32) -> Void) {
         self.bus = bus
         self.name = name
         self.onReady = onReady
@@ -52,13 +52,13 @@ final class BusConnection: EventSource {
         handshakeBy = SystemClock.now().monotonic + BusConnection.handshakeLimit
     }
 
-    var pollInterest: (fd: Int32, events: PollEvents)? {
+    package var pollInterest: (fd: Int32, events: PollEvents)? {
         guard !isFinished else { return nil }
         // Backed up: wait until the bus takes what is written, then go on reading.
         return (xil_bus_fd(bus), backedUp ? .writable : PollEvents(rawValue: Int16(truncatingIfNeeded: xil_bus_events(bus))))
     }
 
-    var deadline: MonotonicInstant? {
+    package var deadline: MonotonicInstant? {
         guard !isFinished else { return nil }
         if morePending && !backedUp { return MonotonicInstant(.zero) }
         let usec = xil_bus_timeout(bus)
@@ -68,13 +68,13 @@ final class BusConnection: EventSource {
     }
 
     /// Messages our own calls queued (a signal, a hint) go out before the wait.
-    func prepareToWait() {
+    package func prepareToWait() {
         if !isFinished, PollEvents(rawValue: Int16(truncatingIfNeeded: xil_bus_events(bus))).contains(.writable) {
             process()
         }
     }
 
-    func dispatch(_ events: PollEvents) {
+    package func dispatch(_ events: PollEvents) {
         process()
         if !isFinished, let handshakeBy, SystemClock.now().monotonic >= handshakeBy { end(ETIMEDOUT) }
     }
@@ -103,15 +103,15 @@ final class BusConnection: EventSource {
 /// Calls back when a socket file appears (created in its directory or moved there):
 /// a bus that starts after the agent, or again after a crash. inotify wakes the agent
 /// only for a change in that directory; no timer does.
-final class SocketWatch: EventSource {
-    let path: String
+package final class SocketWatch: EventSource {
+    package let path: String
     private let name: String
     private var fd: Int32
     private let action: () -> Void
-    var isFinished: Bool { fd < 0 }
+    package var isFinished: Bool { fd < 0 }
 
     /// Nil when the directory cannot be watched (it does not exist).
-    init?(_ path: String, _ action: @escaping () -> Void) {
+    package init?(_ path: String, _ action: @escaping () -> Void) {
         guard let slash = path.lastIndex(of: "/") else { return nil }
         let directory = slash == path.startIndex ? "/" : String(path[..<slash])
         fd = xil_directory_watch(directory)
@@ -121,14 +121,14 @@ final class SocketWatch: EventSource {
         self.action = action
     }
 
-    var pollInterest: (fd: Int32, events: PollEvents)? { fd >= 0 ? (fd, .readable) : nil }
+    package var pollInterest: (fd: Int32, events: PollEvents)? { fd >= 0 ? (fd, .readable) : nil }
 
-    func dispatch(_ events: PollEvents) {
+    package func dispatch(_ events: PollEvents) {
         guard fd >= 0, xil_directory_watch_saw(fd, name) != 0 else { return }
         action()
     }
 
-    func cancel() {
+    package func cancel() {
         if fd >= 0 { close(fd) }
         fd = -1
     }

@@ -1,5 +1,6 @@
 import CBus
 import Glibc
+import Platform
 
 /// The guard's questions to logind, none waited for: each is sent, and its answer comes
 /// once, from the loop's processing of the system bus (sd-bus calls the C side's

@@ -2,6 +2,7 @@ import CBus
 import CLinux
 import Glibc
 import IdleCore
+import Platform
 
 /// One connection to the guard's socket: an agent's registration (kept open for the
 /// agent's life) or root's question. Every peer may connect; nothing it says counts
@@ -157,6 +158,7 @@ final class GuardConnection: EventSource {
 /// the kernel or logind says, never from the peer: its executable, what it mapped, its
 /// session, its user, its display.
 struct PeerCheck {
+    let agent: InstalledAgent
     let pid: pid_t
     let uid: uid_t
     let display: String
@@ -175,7 +177,7 @@ struct PeerCheck {
     /// executable's path, or why it is refused.
     func checkProcess() -> Result<String, Refusal> {
         let executable: String
-        switch PeerCheck.installedExecutable(of: pid) {
+        switch installedExecutable() {
         case .failure(let refusal): return .failure(refusal)
         case .success(let path): executable = path
         }
@@ -200,22 +202,14 @@ struct PeerCheck {
         return .success(Verified(session: sessionID, agent: VerifiedAgent(pid: pid, executable: executable)))
     }
 
-    /// The guard's own executable: the installed binary every agent must run.
-    static let guardExecutable: (path: String, device: UInt64, inode: UInt64)? = {
-        var info = stat()
-        guard stat("/proc/self/exe", &info) == 0 else { return nil }
-        return (FileIO.linkTarget("/proc/self/exe") ?? "", UInt64(info.st_dev), UInt64(info.st_ino))
-    }()
-
-    /// The peer's executable, if it is the installed, root-owned xidlelock: the guard's
-    /// own file, or (after an upgrade replaced it, on either side) a root-owned file
-    /// that no one else may write at the same path.
-    static func installedExecutable(of pid: pid_t) -> Result<String, Refusal> {
+    /// The peer's executable, if it is the installed, root-owned xidlelock: the file the
+    /// guard was told of at its start, or (after an upgrade replaced it) a root-owned
+    /// file that no one else may write at the same path.
+    func installedExecutable() -> Result<String, Refusal> {
         var info = stat()
         guard stat("/proc/\(pid)/exe", &info) == 0, let path = FileIO.linkTarget("/proc/\(pid)/exe") else {
             return .failure(Refusal(reason: "its executable cannot be read (\(String(cString: strerror(errno))))"))
         }
-        guard let mine = guardExecutable else { return .failure(Refusal(reason: "the guard cannot read its own executable")) }
         // A program its user can read starts dumpable (fs/exec.c, would_dump): until it
         // makes itself non-dumpable, and again after every reload's exec, the user may
         // open /proc/PID/mem and keep it open to patch the agent. Unreadable, it is
@@ -223,12 +217,12 @@ struct PeerCheck {
         if info.st_mode & 0o004 != 0 || (info.st_mode & 0o040 != 0 && info.st_gid != 0) {
             return .failure(Refusal(reason: "its executable \(path) is readable by its user (mode \(String(info.st_mode & 0o7777, radix: 8))): the kernel leaves it dumpable, so its user could patch it; install it mode 0711 (as make install and the package do)"))
         }
-        if UInt64(info.st_dev) == mine.device && UInt64(info.st_ino) == mine.inode { return .success(path) }
+        if UInt64(info.st_dev) == agent.device && UInt64(info.st_ino) == agent.inode { return .success(path) }
         guard info.st_uid == 0, info.st_mode & 0o022 == 0 else {
             return .failure(Refusal(reason: "its executable \(path) is not root's (owner uid \(info.st_uid), mode \(String(info.st_mode & 0o7777, radix: 8)))"))
         }
-        guard withoutDeleted(path) == withoutDeleted(mine.path) else {
-            return .failure(Refusal(reason: "its executable \(path) is not the installed \(withoutDeleted(mine.path))"))
+        guard FileIO.withoutDeleted(path) == agent.path else {
+            return .failure(Refusal(reason: "its executable \(path) is not the installed \(agent.path)"))
         }
         return .success(path)
     }
@@ -244,15 +238,11 @@ struct PeerCheck {
             let path = fields[5].drop { $0 == " " }
             guard path.hasPrefix("/"), !checked.contains(path) else { continue }
             checked.insert(path)
-            if withoutDeleted(String(path)) == withoutDeleted(executable) { continue }
+            if FileIO.withoutDeleted(String(path)) == FileIO.withoutDeleted(executable) { continue }
             var info = stat()
             guard stat(String(path), &info) == 0, info.st_uid == 0, info.st_mode & 0o022 == 0 else { return String(path) }
         }
         return nil
-    }
-
-    static func withoutDeleted(_ path: String) -> String {
-        path.hasSuffix(" (deleted)") ? String(path.dropLast(" (deleted)".count)) : path
     }
 
     /// Who traces `pid` (its TracerPid: 0 for none), or nil when it cannot be read.
@@ -270,5 +260,38 @@ struct PeerCheck {
     static func xauthority(of session: GuardedSession, home: String) -> String? {
         let path = home + "/.Xauthority"
         return access(path, F_OK) == 0 ? path : nil
+    }
+}
+
+/// The installed xidlelock every session's agent must run, as the guard found it at its
+/// start (`--agent`): its path and the file's identity.
+struct InstalledAgent {
+    let path: String
+    let device: UInt64
+    let inode: UInt64
+    /// Its permission bits.
+    let mode: mode_t
+
+    init(path: String) throws(AgentError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw .failed("the agent \(path) (--agent) cannot be read: \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == 0, info.st_mode & 0o022 == 0 else {
+            throw .failed("the agent \(path) (--agent) is not a regular file only root may write (owner uid \(info.st_uid), mode \(String(info.st_mode & 0o7777, radix: 8)))")
+        }
+        self.path = path
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        mode = info.st_mode & 0o7777
+    }
+
+    /// `--agent`, or where the agent is installed beside the guard: the same directory (a
+    /// build tree), or `../bin` (an installed `libexec/xidlelock-guard`).
+    static func path(_ option: String?) -> String? {
+        if let option { return option }
+        guard let own = FileIO.linkTarget("/proc/self/exe").map(FileIO.withoutDeleted) else { return nil }
+        let directory = own.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return [directory + "/xidlelock", directory + "/../bin/xidlelock"].first { access($0, F_OK) == 0 }
     }
 }

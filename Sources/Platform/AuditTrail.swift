@@ -13,14 +13,14 @@ import IdleCore
 /// entries waiting and all that follow go to stderr instead, counted, until it takes
 /// one again. An entry is never lost without a line: the one stuck in sendmsg is
 /// written to stderr too (it may reach the journal as well, later).
-final class AuditTrail: EventSource {
+package final class AuditTrail: EventSource {
     /// The one trail of the agent; its results are collected once it is a source of the loop.
-    nonisolated(unsafe) static let shared = AuditTrail()
+    nonisolated(unsafe) package static let shared = AuditTrail()
 
-    static func record(_ entry: AuditRecord) { shared.record(entry) }
+    package static func record(_ entry: AuditRecord) { shared.record(entry) }
 
     /// How long the journal may take one entry before it counts as not reading.
-    static let patience = Millis.seconds(1)
+    package static let patience = Millis.seconds(1)
 
     private enum Journal {
         /// Not tried yet.
@@ -41,11 +41,11 @@ final class AuditTrail: EventSource {
     private var sentToStderr = 0
     private let now: () -> MonotonicInstant
 
-    init(now: @escaping () -> MonotonicInstant = { SystemClock.now().monotonic }) {
+    package init(now: @escaping () -> MonotonicInstant = { SystemClock.now().monotonic }) {
         self.now = now
     }
 
-    func record(_ entry: AuditRecord) {
+    package func record(_ entry: AuditRecord) {
         if journal == .unknown { start() }
         switch journal {
         case .taking:
@@ -83,7 +83,7 @@ final class AuditTrail: EventSource {
 
     /// For status and `doctor`: where the trail goes, and how many entries went to
     /// stderr because the journal did not take them.
-    var statusFields: [(String, JSONValue)] {
+    package var statusFields: [(String, JSONValue)] {
         let to = switch journal {
         case .unknown, .taking: "journal"
         case .notReading: "stderr (the journal is not reading)"
@@ -94,15 +94,15 @@ final class AuditTrail: EventSource {
 
     // MARK: The loop's source
 
-    var pollInterest: (fd: Int32, events: PollEvents)? { notify >= 0 ? (notify, .readable) : nil }
+    package var pollInterest: (fd: Int32, events: PollEvents)? { notify >= 0 ? (notify, .readable) : nil }
 
     /// While an entry is in flight: when it will have waited too long.
-    var deadline: MonotonicInstant? {
+    package var deadline: MonotonicInstant? {
         guard journal == .taking, !pending.isEmpty, let since = inFlightSince() else { return nil }
         return since.at + AuditTrail.patience
     }
 
-    func dispatch(_ events: PollEvents) {
+    package func dispatch(_ events: PollEvents) {
         collect()
         if journal == .taking, let since = inFlightSince(), now() >= since.at + AuditTrail.patience {
             stopWaiting(because: "one has waited \(AuditTrail.patience)")

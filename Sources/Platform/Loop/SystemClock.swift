@@ -2,8 +2,8 @@ import CLinux
 import IdleCore
 
 /// Reads both clocks together (never the wall clock: it jumps).
-enum SystemClock {
-    static func now() -> Instant {
+package enum SystemClock {
+    package static func now() -> Instant {
         var monotonic: Int64 = 0
         var boottime: Int64 = 0
         xil_clocks_now(&monotonic, &boottime)

@@ -2,6 +2,7 @@ import CBus
 import CLinux
 import Glibc
 import IdleCore
+import Platform
 
 /// `xidlelock guard`: the root service that keeps the admin's lock binding on the
 /// session's own user. It has no X connection; it follows logind's sessions, verifies
@@ -15,6 +16,8 @@ public final class GuardService {
     let locker: String?
     let verbose: Bool
     let socketPath: String
+    /// The installed xidlelock: every agent must run it; the display checks run it.
+    let agent: InstalledAgent
     private var listener: Int32 = -1
     private var bus: OpaquePointer?
     private var callbacks: UnsafeMutablePointer<xil_desktop_callbacks>
@@ -82,6 +85,10 @@ public final class GuardService {
 
     init(_ options: GuardOptions) throws(AgentError) {
         verbose = options.verbose
+        guard let agentPath = InstalledAgent.path(options.agent) else {
+            throw .failed("no xidlelock beside the guard (its directory, ../bin): name the installed agent with --agent PATH")
+        }
+        agent = try InstalledAgent(path: agentPath)
         let sources = ConfigSources.thisMachine
         let (file, policy, errors) = Policy.forGuard(from: sources)
         // Fails closed, as the agents do (they run secure): the guard guards with the lines
@@ -118,9 +125,8 @@ public final class GuardService {
             return
         }
         Log.write(.info, "guarding the graphical sessions under \(policyFile): on-agent-lost \(machine.settings.onAgentLost.rawValue), agent-grace \(machine.settings.agentGrace)")
-        var own = stat()
-        if stat("/proc/self/exe", &own) == 0, own.st_mode & 0o004 != 0 {
-            Log.write(.error, "\(PeerCheck.guardExecutable?.path ?? "the installed xidlelock") is readable by every user (mode \(String(own.st_mode & 0o7777, radix: 8))): every agent will be refused and every session locked by the guard; install it mode 0711 (`chmod 711`)")
+        if agent.mode & 0o004 != 0 {
+            Log.write(.error, "\(agent.path) is readable by every user (mode \(String(agent.mode, radix: 8))): every agent will be refused and every session locked by the guard; install it mode 0711 (`chmod 711`)")
         }
         connectBus()
     }
@@ -272,7 +278,7 @@ public final class GuardService {
             refuse(connection, "its process cannot be followed (\(String(cString: strerror(errno))))", session: nil)
             return
         }
-        let check = PeerCheck(pid: connection.pid, uid: connection.uid, display: display)
+        let check = PeerCheck(agent: agent, pid: connection.pid, uid: connection.uid, display: display)
         let executable: String
         switch check.checkProcess() {
         case .failure(let refusal):
@@ -461,11 +467,10 @@ public final class GuardService {
     /// the locker's clean environment), killed if it has not answered in a second. The
     /// guard itself has no X connection; its child speaks X, never its loop.
     private func checkDisplay(of id: String) -> GuardEvent? {
-        guard let session = machine.sessions[id]?.session, let user = SessionUser(uid: session.uid),
-              let exe = PeerCheck.guardExecutable?.path else {
+        guard let session = machine.sessions[id]?.session, let user = SessionUser(uid: session.uid) else {
             return .displayChecked(session: id, answers: false, detail: "the check could not be started")
         }
-        var request = SpawnRequest(program: .argv([PeerCheck.withoutDeleted(exe), "idle"]))
+        var request = SpawnRequest(program: .argv([agent.path, "idle"]))
         request.stop = .never
         request.runAs = user.credentials
         request.baseEnvironment = user.lockerEnvironment(display: session.display, sessionID: session.id,
@@ -495,7 +500,7 @@ public final class GuardService {
     }
 
     private func recordLocker(_ pid: pid_t, of session: String) {
-        guard let start = LockerRecord.startTime(of: pid) else { return }
+        guard let start = ProcessStart.time(of: pid) else { return }
         let path = lockerRecordPath(session)
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
@@ -513,7 +518,7 @@ public final class GuardService {
         guard let bytes = FileIO.readSmallFile(path, flags: O_NOFOLLOW) else { return nil }
         let words = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
         var owner = stat()
-        guard words.count == 2, let pid = pid_t(words[0]), pid > 0, LockerRecord.startTime(of: pid) == String(words[1]),
+        guard words.count == 2, let pid = pid_t(words[0]), pid > 0, ProcessStart.time(of: pid) == String(words[1]),
               stat("/proc/\(pid)", &owner) == 0, owner.st_uid == uid else {
             unlink(path)
             return nil
@@ -773,34 +778,6 @@ public final class GuardService {
             }
         }
         done()
-    }
-}
-
-/// One logind session's facts, from C.
-struct SessionFacts {
-    var guarded: GuardedSession
-    var type: String
-    var sessionClass: String
-    /// logind's `State`: online, active, closing.
-    var state: String
-    var leader: UInt32
-    var seat: String
-    /// logind's object path of the session.
-    var path: String
-
-    init(_ info: xil_session_info) {
-        var info = info
-        func text<T>(_ field: inout T) -> String {
-            withUnsafeBytes(of: &field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        }
-        guarded = GuardedSession(id: text(&info.id), uid: info.uid, userName: text(&info.user), display: text(&info.display),
-                                 active: info.active != 0, lockedHint: info.locked_hint != 0, remote: info.remote != 0)
-        type = text(&info.type)
-        sessionClass = text(&info.session_class)
-        state = text(&info.state)
-        leader = info.leader
-        seat = text(&info.seat)
-        path = text(&info.path)
     }
 }
 

@@ -2,32 +2,32 @@ import Glibc
 
 /// A process that is not our child (a locker adopted from an earlier agent),
 /// watched through a pidfd, which becomes readable when it ends.
-final class ProcessWatch: EventSource {
+package final class ProcessWatch: EventSource {
     private let pidfd: Int32
     private let onEnd: () -> Void
-    private(set) var isFinished = false
+    package private(set) var isFinished = false
 
-    init(pidfd: Int32, onEnd: @escaping () -> Void) {
+    package init(pidfd: Int32, onEnd: @escaping () -> Void) {
         self.pidfd = pidfd
         self.onEnd = onEnd
     }
 
-    var pollInterest: (fd: Int32, events: PollEvents)? { isFinished ? nil : (pidfd, .readable) }
+    package var pollInterest: (fd: Int32, events: PollEvents)? { isFinished ? nil : (pidfd, .readable) }
 
     /// Stops watching (the pidfd closed) without a word: what it watched for is moot.
-    func cancel() {
+    package func cancel() {
         guard !isFinished else { return }
         isFinished = true
         close(pidfd)
     }
 
     /// Whether the process has exited (its pidfd is readable) within `wait` ms.
-    static func hasEnded(pidfd: Int32, wait: Int32 = 0) -> Bool {
+    package static func hasEnded(pidfd: Int32, wait: Int32 = 0) -> Bool {
         var ready = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
         return poll(&ready, 1, wait) == 1
     }
 
-    func dispatch(_ events: PollEvents) {
+    package func dispatch(_ events: PollEvents) {
         guard !isFinished else { return }
         isFinished = true
         close(pidfd)
