@@ -23,6 +23,21 @@ public struct GuardOptions: Equatable, Sendable {
         },
     ]
 
+    static let command = Invocation.CommandDoc(
+        name: "guard", synopsis: "xidlelock guard [--verbose] [--agent PATH]",
+        abstract: "Run the root service that guards every graphical session's agent under the admin's policy (see THE GUARD in xidlelock(1)).",
+        options: specs.map(\.doc))
+
+    /// `xidlelock guard`'s arguments, and `xidlelock-guard`'s (root's daemon parses
+    /// them with this alone, so that no agent option's code is in its image).
+    public static func parse(_ arguments: ArraySlice<String>) throws(UsageError) -> Invocation {
+        var options = GuardOptions()
+        let parsed = try parseArguments(arguments, specs, into: &options, command: "xidlelock guard")
+        if parsed.helpRequested { return .help(command.help) }
+        try Invocation.noPositionals(parsed, command: "guard")
+        return .sessionGuard(options)
+    }
+
     /// The daemon's own command line for these options: what `xidlelock guard` execs.
     public func daemonArguments(agent: String) -> [String] {
         ["--agent", self.agent ?? agent] + (verbose ? ["--verbose"] : [])

@@ -19,6 +19,15 @@ public enum Invocation: Equatable, Sendable {
         public let synopsis: String
         public let abstract: String
         public let options: [OptionDoc]
+
+        var help: String {
+            """
+            USAGE: \(synopsis)
+
+            \(wrap(abstract, width: 80).joined(separator: "\n"))
+            \(options.isEmpty ? "" : "\nOPTIONS:\n" + helpLines(options))
+            """
+        }
     }
 
     public static let commands: [CommandDoc] = [
@@ -31,9 +40,7 @@ public enum Invocation: Equatable, Sendable {
         CommandDoc(name: "doctor", synopsis: "xidlelock doctor [--json] [--socket PATH] [--policy FILE]",
                    abstract: "Say why the screen would or would not lock now, each problem with what to do; exit 0 only when a lock would happen.",
                    options: DoctorOptions.specs.map(\.doc)),
-        CommandDoc(name: "guard", synopsis: "xidlelock guard [--verbose] [--agent PATH]",
-                   abstract: "Run the root service that guards every graphical session's agent under the admin's policy (see THE GUARD in xidlelock(1)).",
-                   options: GuardOptions.specs.map(\.doc)),
+        GuardOptions.command,
         CommandDoc(name: "completions", synopsis: "xidlelock completions bash|zsh|fish",
                    abstract: "Print the shell completion script for bash, zsh or fish.",
                    options: []),
@@ -71,11 +78,7 @@ public enum Invocation: Equatable, Sendable {
             try noPositionals(parsed, command: "doctor")
             return .doctor(options)
         case "guard":
-            var options = GuardOptions()
-            let parsed = try parseArguments(args.dropFirst(), GuardOptions.specs, into: &options, command: "xidlelock guard")
-            if parsed.helpRequested { return .help(try helpText(for: "guard")) }
-            try noPositionals(parsed, command: "guard")
-            return .sessionGuard(options)
+            return try GuardOptions.parse(args.dropFirst())
         case "run":
             args = args.dropFirst()
         case .some(let name) where ClientOptions.commands.contains { $0.name == name }:
@@ -103,12 +106,7 @@ public enum Invocation: Equatable, Sendable {
         guard let command = commands.first(where: { $0.name == name }) else {
             throw UsageError("help: unknown command '\(name)'")
         }
-        return name == "run" ? mainHelp : """
-            USAGE: \(command.synopsis)
-
-            \(wrap(command.abstract, width: 80).joined(separator: "\n"))
-            \(command.options.isEmpty ? "" : "\nOPTIONS:\n" + helpLines(command.options))
-            """
+        return name == "run" ? mainHelp : command.help
     }
 
     public static var mainHelp: String {

@@ -16,7 +16,7 @@ StandardStreams.ensureOpen()
 let status: Int32
 do {
     let arguments = Array(CommandLine.arguments.dropFirst())
-    switch arguments == ["--version"] ? .version : try Invocation.parse(["guard"] + arguments) {
+    switch arguments == ["--version"] ? .version : try GuardOptions.parse(arguments[...]) {
     case .help(let text):
         emit(text.hasSuffix("\n") ? text : text + "\n", to: 1)
         status = 0
