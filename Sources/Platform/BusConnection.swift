@@ -32,6 +32,15 @@ package final class BusConnection: EventSource {
 
     private var backedUp: Bool { xil_bus_queued_writes(bus) > BusConnection.queuedWritesLimit }
 
+    /// After a turn that read from the bus, it is not read again for this long (nil: at
+    /// once). The guard's: logind signals each session's every IdleHint change, which
+    /// the guard does not read, hundreds a second on a terminal server, and each read
+    /// alone was a turn of a loop over every session's sources. Read together, a steady
+    /// stream costs a turn per pause; nothing is lost (the bus keeps them), and no lock
+    /// waits on it (the guard acts on its deadlines and pidfds, not on the bus).
+    package var readingPause: Millis?
+    private var restingUntil: MonotonicInstant?
+
     /// A bus connected already (`xil_bus_open`).
     package init(bus: OpaquePointer, name: String, onLost: @escaping (Int32) -> Void) {
         self.bus = bus
@@ -54,6 +63,11 @@ package final class BusConnection: EventSource {
 
     package var pollInterest: (fd: Int32, events: PollEvents)? {
         guard !isFinished else { return nil }
+        if restingUntil != nil {
+            // Resting: what our own calls queued still goes out.
+            let wanted = PollEvents(rawValue: Int16(truncatingIfNeeded: xil_bus_events(bus)))
+            return wanted.contains(.writable) ? (xil_bus_fd(bus), .writable) : nil
+        }
         // Backed up: wait until the bus takes what is written, then go on reading.
         return (xil_bus_fd(bus), backedUp ? .writable : PollEvents(rawValue: Int16(truncatingIfNeeded: xil_bus_events(bus))))
     }
@@ -63,8 +77,7 @@ package final class BusConnection: EventSource {
         if morePending && !backedUp { return MonotonicInstant(.zero) }
         let usec = xil_bus_timeout(bus)
         let busDeadline = usec == UInt64.max ? nil : MonotonicInstant(.ms(Int64(clamping: usec / 1000)))
-        guard let handshakeBy else { return busDeadline }
-        return busDeadline.map { Swift.min($0, handshakeBy) } ?? handshakeBy
+        return [busDeadline, handshakeBy, restingUntil].compactMap { $0 }.min()
     }
 
     /// Messages our own calls queued (a signal, a hint) go out before the wait.
@@ -75,7 +88,18 @@ package final class BusConnection: EventSource {
     }
 
     package func dispatch(_ events: PollEvents) {
+        // A rest's end reads what came meanwhile, and rests again only if anything did:
+        // an idle bus costs no wake-up, a steady stream one per pause.
+        var events = events
+        if restingUntil != nil, events.isEmpty {
+            var waiting = pollfd(fd: xil_bus_fd(bus), events: Int16(POLLIN), revents: 0)
+            if poll(&waiting, 1, 0) > 0, waiting.revents & Int16(POLLIN) != 0 { events.insert(.readable) }
+        }
+        restingUntil = nil
         process()
+        if let readingPause, events.contains(.readable), !morePending, !isFinished {
+            restingUntil = SystemClock.now().monotonic + readingPause
+        }
         if !isFinished, let handshakeBy, SystemClock.now().monotonic >= handshakeBy { end(ETIMEDOUT) }
     }
 

@@ -19,7 +19,11 @@ public final class GuardService {
     /// The installed xidlelock: every agent must run it; the display checks run it.
     let agent: InstalledAgent
     private var listener: Int32 = -1
-    private var bus: OpaquePointer?
+    private var bus: OpaquePointer? {
+        didSet { logind.bus = bus }
+    }
+    /// Every question to logind goes through here: none waited for, a bounded number at once.
+    private let logind = LogindQuestions()
     private var callbacks: UnsafeMutablePointer<xil_desktop_callbacks>
     /// Registrations by session.
     private var agents: [String: FollowedAgent] = [:]
@@ -293,7 +297,7 @@ public final class GuardService {
         // logind's word on its session, without waiting: the connection's later lines
         // wait until it comes (`verifying`).
         connection.verifying = true
-        let failure = LogindQuestions.session(ofProcess: connection.pid, uid: connection.uid, on: bus) { [weak self, weak connection] answer in
+        logind.session(ofProcess: connection.pid, uid: connection.uid) { [weak self, weak connection] answer in
             guard let self, let connection, !connection.isFinished else {
                 close(pidfd)
                 return
@@ -319,11 +323,6 @@ public final class GuardService {
                 }
             }
             connection.resume()
-        }
-        if let failure {
-            connection.verifying = false
-            close(pidfd)
-            refuse(connection, "logind cannot be asked for its session (\(failure.why))", session: nil)
         }
     }
 
@@ -489,6 +488,10 @@ public final class GuardService {
     }
 
     static let displayAnswerWithin = Millis.seconds(1)
+    /// logind's signals read together, at most every 50 ms (`BusConnection.readingPause`):
+    /// 300 sessions' IdleHint changes a second cost 20 turns, not 300; a session's
+    /// change waits 50 ms at most, against an agent-grace of seconds.
+    static let busReadingPause = Millis.ms(50)
 
     // MARK: The guard's lockers across its restarts
 
@@ -529,15 +532,15 @@ public final class GuardService {
     }
 
     private func clearLockedHint(of session: String) {
-        guard let bus, let path = sessionPaths[session] else { return }
+        guard bus != nil, let path = sessionPaths[session] else { return }
         let said = { (failure: LogindQuestions.Failure?) in
             if let failure { Log.write(.error, "session \(session): cannot set its LockedHint back to false: \(failure.why)") }
         }
-        if let failure = LogindQuestions.clearLockedHint(at: path, on: bus, said) { said(failure) }
+        logind.clearLockedHint(at: path, said)
     }
 
     private func terminate(_ session: String) {
-        guard let bus else {
+        guard bus != nil else {
             Log.write(.error, "session \(session): cannot log it off: the system bus is not connected")
             return
         }
@@ -545,7 +548,7 @@ public final class GuardService {
             if let failure { Log.write(.error, "session \(session): logind's TerminateSession failed: \(failure.why)") }
             else { Log.write(.warning, "session \(session): logged off through logind") }
         }
-        if let failure = LogindQuestions.terminate(session: session, on: bus, said) { said(failure) }
+        logind.terminate(session: session, said)
     }
 
     // MARK: Children and tracees
@@ -648,10 +651,12 @@ public final class GuardService {
             return logindLost("cannot follow logind: \(String(cString: strerror(-r)))", retry: true)
         }
         bus = opened
-        loop.add(BusConnection(bus: opened, name: "system bus") { [unowned self] code in
+        let connection = BusConnection(bus: opened, name: "system bus") { [unowned self] code in
             bus = nil
             logindLost("the system bus was lost: \(String(cString: strerror(code)))", retry: true)
-        })
+        }
+        connection.readingPause = GuardService.busReadingPause
+        loop.add(connection)
         sessionsStale = true
     }
 
@@ -671,10 +676,10 @@ public final class GuardService {
     private func readChangedSessions() {
         let paths = changedSessions
         changedSessions = []
-        guard let bus else { return }
+        guard bus != nil else { return }
         for path in paths.sorted() {
             // Gone (no answer): SessionRemoved says so, and the list is read again.
-            _ = LogindQuestions.session(at: path, on: bus) { [weak self] answer in
+            logind.session(at: path) { [weak self] answer in
                 guard let self, case .success(let facts) = answer else { return }
                 seen(facts)
             }
@@ -715,9 +720,9 @@ public final class GuardService {
     private func readSessions() {
         sessionsStale = false
         changedSessions = []
-        guard let bus else { return }
+        guard bus != nil else { return }
         listing = true
-        let failure = LogindQuestions.sessionPaths(on: bus) { [weak self] answer in
+        logind.sessionPaths { [weak self] answer in
             guard let self else { return }
             switch answer {
             case .failure(let failure):
@@ -726,17 +731,13 @@ public final class GuardService {
                 answerQuestions()
             case .success(let paths):
                 logindReachable = true
-                read(paths, on: bus)
+                read(paths)
             }
-        }
-        if let failure {
-            listing = false
-            if logindReachable { logindLost("logind cannot be asked for its sessions: \(failure.why)", retry: false) }
         }
     }
 
     /// Each listed session's properties; then those not listed are gone.
-    private func read(_ paths: [String], on bus: OpaquePointer) {
+    private func read(_ paths: [String]) {
         final class Reading {
             var waiting: Int
             var listed: Set<String> = []
@@ -760,7 +761,7 @@ public final class GuardService {
         }
         reading.waiting += 1  // the list itself, so that an empty one ends too
         for path in paths {
-            let failure = LogindQuestions.session(at: path, on: bus) { [weak self] answer in
+            logind.session(at: path) { [weak self] answer in
                 guard let self else { return }
                 // Not listed: not a guarded session (or gone since the list: see `unanswered`).
                 switch answer {
@@ -770,10 +771,6 @@ public final class GuardService {
                 case .success: break
                 case .failure: reading.unanswered += 1
                 }
-                done()
-            }
-            if failure != nil {
-                reading.unanswered += 1
                 done()
             }
         }

@@ -421,6 +421,83 @@ struct GuardTests {
         }
     }
 
+    // MARK: i2. a stream of changes the guard does not read costs few turns (#36)
+
+    @Test("i2. 100 IdleHint changes in a second (a terminal server's sessions changing together) wake the guard fewer than 40 times: logind's signals are read together, at most every 50 ms, and none of them reads a session")
+    func idleHintStreamWakesTheGuardSeldom() async throws {
+        try await GuardSession.with { g in
+            _ = try await g.startVerifiedAgent()
+            let guardPid = try #require(g.guardProcess?.processIdentifier)
+            // The loop's thread: the journal writer's wake-ups are not the loop's turns.
+            func switches() -> Int? {
+                let text = (try? String(contentsOfFile: "/proc/\(guardPid)/task/\(guardPid)/status", encoding: .utf8)) ?? ""
+                return text.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+                    .flatMap { Int($0.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "") }
+            }
+            let reads = { g.s.contents("logind-1.log").components(separatedBy: "GetAll /org/freedesktop/login1/session/\(guardSessionID) ").count - 1 }
+            let before = try #require(switches())
+            let readBefore = reads()
+            _ = try await g.s.bus("idle-stream", guardSessionID, "100", "10")
+            let after = try #require(switches())
+            print("guard figure (i2. 100 IdleHint changes in 1 s): the guard's loop woke \(after - before) times; session read \(reads() - readBefore) times")
+            #expect(after - before < 40, "the guard woke \(after - before) times for 100 changes it does not read\n\(g.guardLog.suffix(2000))")
+            #expect(reads() == readBefore, "IdleHint changes read the session again")
+        }
+    }
+
+    // MARK: m. no session yet (#36)
+
+    @Test("m. the guard started before the first login (logind lists no session): no error, logind counts as reachable, and the first session that comes is guarded")
+    func noSessionYet() async throws {
+        try await GuardSession.with(startGuard: false) { g in
+            // The sandbox's own session too: logind lists none.
+            for id in [guardSessionID, testSessionID] { _ = try await g.s.bus("session-remove", id) }
+            try await g.startGuard()
+            let empty = try await g.rootDoctor(json: true)
+            // Before the fix an empty list was "logind does not answer ListSessions: Success".
+            #expect(!g.guardLog.contains("ListSessions") && !g.guardLog.contains("unguarded"), "\(g.guardLog)")
+            _ = try await g.s.bus("session-add", "m1", String(guardUserID), guardUserName, g.display)
+            try await g.wait("root's doctor to name the first session") { try await g.rootDoctor().stdout.contains("m1") }
+            print("guard figure (m. no session at the guard's start): root's doctor \(empty.exit); then session m1 seen")
+        }
+    }
+
+    // MARK: l. more questions than the bus lets one connection wait on (#36)
+
+    @Test("l. 200 sessions change while logind is slow to answer (more reads waiting at once than the 128 replies dbus-daemon lets one connection wait for): the guard reads every one of them, and root's doctor answers")
+    func moreSessionsThanTheBusWaitsOn() async throws {
+        try await GuardSession.with { g in
+            _ = try await g.startVerifiedAgent()
+            // Sessions of a tty: read like any other, guarded by none (no locker for them).
+            let count = 200
+            _ = try await g.s.bus("sessions-add", String(count), "t", String(strangerUserID), "u\(strangerUserID)", "tty")
+            // The mock's log, read once a look: reads of each session t1…t200.
+            func reads() -> [Int] {
+                var counts = [Int](repeating: 0, count: count + 1)
+                let marker = "GetAll /org/freedesktop/login1/session/t"
+                for line in g.s.contents("logind-1.log").split(separator: "\n") {
+                    guard let found = line.range(of: marker), let n = Int(line[found.upperBound...].prefix { $0.isNumber }),
+                          n <= count else { continue }
+                    counts[n] += 1
+                }
+                return Array(counts.dropFirst())
+            }
+            try await g.wait("the guard to read the \(count) new sessions") { reads().allSatisfy { $0 > 0 } }
+            let before = reads()
+            _ = try await g.s.bus("changes-then-stall", "t", String(count), "2")
+            var after = before
+            let all = try await g.s.happens(within: .seconds(30)) {
+                after = reads()
+                return zip(before, after).allSatisfy { $1 > $0 }
+            }
+            let unread = (1...count).filter { after[$0 - 1] == before[$0 - 1] }
+            #expect(all, "\(unread.count) of \(count) changed sessions never read again (t\(unread.prefix(10).map(String.init).joined(separator: ", t")) …)\n\(g.guardLog.suffix(3000))")
+            let doctor = try await g.rootDoctor()
+            #expect(doctor.exit == .exited(0) && doctor.stdout.contains(guardSessionID), "root's doctor: exit \(doctor.exit)\n\(doctor.stdout)\n\(doctor.stderr)")
+            print("guard figure (l. \(count) sessions changed while logind stalled 2 s): \(count - unread.count) read again; root's doctor exit \(doctor.exit)")
+        }
+    }
+
     // MARK: j. a closing session (#36)
 
     @Test("j. a session logind says is closing (its user logged out, a process lingering) is no longer guarded: no locker for it on a display the next session may have, and root's doctor no longer names it")

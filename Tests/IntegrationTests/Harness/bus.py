@@ -22,6 +22,17 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
                                             anything else a string (State closing)
     bus.py session-add ID UID NAME DISPLAY  another x11 session of class user, not active
                                             (SessionNew)
+    bus.py session-remove ID                session ID gone from logind (no signal)
+    bus.py sessions-add COUNT PREFIX UID NAME TYPE
+                                            COUNT sessions PREFIX1.. of TYPE (tty: none the
+                                            guard guards), class user, then one SessionNew
+    bus.py changes-then-stall PREFIX COUNT SECONDS
+                                            logind's mock says LockedHint changed for sessions
+                                            PREFIX1..COUNT and then answers nothing for SECONDS
+                                            (the guard's reads of them all wait at once)
+    bus.py idle-stream SESSION_ID COUNT MS  logind's mock says the session's IdleHint changed
+                                            COUNT times, one every MS ms (as a terminal
+                                            server's sessions do together); returns after
     bus.py block-inhibited VALUE            the manager's BlockInhibited (PropertiesChanged)
     bus.py upower-setup                     wait for UPower's mock (with a deadline)
     bus.py guard-setup SESSION_ID UID NAME DISPLAY
@@ -181,6 +192,31 @@ if found is None or path not in objects:
     raise dbus.exceptions.DBusException('PID %d does not belong to any known session' % int(args[0]),
                                         name='org.freedesktop.login1.NoSessionForPID')
 ret = dbus.ObjectPath(path)
+"""
+
+
+# Runs inside the mock: IdleHint changes of one session, one every `interval` seconds,
+# each flushed onto the bus at once.
+IDLE_STREAM = """
+import time
+session = objects['/org/freedesktop/login1/session/' + args[0]]
+for n in range(args[1]):
+    session.EmitSignal('org.freedesktop.DBus.Properties', 'PropertiesChanged', 'sa{sv}as',
+        ['org.freedesktop.login1.Session', {'IdleHint': dbus.Boolean(n % 2 == 0)}, dbus.Array([], signature='s')])
+    self.connection.flush()
+    time.sleep(args[2])
+"""
+
+# Runs inside the mock: every change signalled (and flushed onto the bus), then the mock
+# busy for `seconds`, as a logind slow to answer.
+CHANGES_THEN_STALL = """
+import time
+for n in range(1, args[1] + 1):
+    objects['/org/freedesktop/login1/session/' + args[0] + str(n)].EmitSignal(
+        'org.freedesktop.DBus.Properties', 'PropertiesChanged', 'sa{sv}as',
+        ['org.freedesktop.login1.Session', {'LockedHint': dbus.Boolean(False)}, dbus.Array([], signature='s')])
+self.connection.flush()
+time.sleep(args[2])
 """
 
 
@@ -869,6 +905,29 @@ def main():
             SESSION, {'Type': dbus.String('x11'), 'Class': dbus.String('user'), 'Display': dbus.String(display)},
             dbus_interface=MOCK)
         m.EmitSignal(MANAGER, 'SessionNew', 'so', [session_id, dbus.ObjectPath(path)], dbus_interface=MOCK)
+    elif command == 'sessions-add':
+        count, prefix, uid, name, kind = args
+        bus = dbus.SystemBus()
+        m = manager(bus)
+        for n in range(1, int(count) + 1):
+            path = m.AddSession(f'{prefix}{n}', 'seat0', dbus.UInt32(int(uid)), name, False, dbus_interface=MOCK)
+            bus.get_object(LOGIN1, path, introspect=False).UpdateProperties(
+                SESSION, {'Type': dbus.String(kind), 'Class': dbus.String('user')}, dbus_interface=MOCK)
+        m.EmitSignal(MANAGER, 'SessionNew', 'so', [f'{prefix}{count}', dbus.ObjectPath(path)], dbus_interface=MOCK)
+    elif command == 'session-remove':
+        (session_id,) = args
+        manager(dbus.SystemBus()).RemoveObject(f'/org/freedesktop/login1/session/{session_id}', dbus_interface=MOCK)
+    elif command == 'idle-stream':
+        session_id, count, ms = args
+        m = manager(dbus.SystemBus())
+        m.AddMethod(MANAGER, 'IdleStream', 'sud', '', IDLE_STREAM, dbus_interface=MOCK)
+        m.IdleStream(session_id, dbus.UInt32(int(count)), float(ms) / 1000, dbus_interface=MANAGER,
+                     timeout=int(count) * float(ms) / 1000 + 30)
+    elif command == 'changes-then-stall':
+        prefix, count, seconds = args
+        m = manager(dbus.SystemBus())
+        m.AddMethod(MANAGER, 'ChangesThenStall', 'sud', '', CHANGES_THEN_STALL, dbus_interface=MOCK)
+        m.ChangesThenStall(prefix, dbus.UInt32(int(count)), float(seconds), dbus_interface=MANAGER, timeout=float(seconds) + 30)
     elif command == 'guard-setup':
         guard_setup(args)
     elif command == 'silent':
