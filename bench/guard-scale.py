@@ -64,6 +64,7 @@ USER_PREFIX = "xilbench"
 USER_MARK = "xidlelock bench guard-scale"
 GRACE_S = 2
 REMOTE_EVERY = 4
+LOGIN_BATCH = 10  # sessions added at once, each followed at once by its agent
 
 # The issue's "today" table (issue #36, measured on the guard before its rework with
 # the same set-up), the "before" columns. N = 1 was not measured there.
@@ -206,33 +207,31 @@ def cpu_share(pid, seconds_fn):
 # ---------------------------------------------------------------- the D-Bus children (Debian's python3)
 
 
-def child_setup(spec_file):
-    """Waits for logind's mock; then, with spec_file `-`, gives it GetSessionByPID (bus.py's),
-    else adds the sessions of spec_file (JSON [[id, uid, name, display, remote]]), each announced
-    with SessionNew as logind does."""
+def child_setup():
+    """Waits for logind's mock, gives it GetSessionByPID (bus.py's) and prints `ready`;
+    then, for each line of stdin (JSON [[id, uid, name, display, remote]]), adds those
+    sessions, each announced with SessionNew as logind does, and prints `added K`."""
     sys.path.insert(0, HARNESS)
     import dbus
     import bus as harness_bus
     b = harness_bus.wait_for_name(harness_bus.LOGIN1)
     m = harness_bus.manager(b)
-    if spec_file == "-":  # logind is up, before the guard starts (as at boot)
-        m.AddMethod(harness_bus.MANAGER, "GetSessionByPID", "u", "o", harness_bus.GET_SESSION_BY_PID,
-                    dbus_interface=harness_bus.MOCK)
-        print("ready", flush=True)
-        return
-    with open(spec_file) as f:
-        sessions = json.load(f)
-    for session_id, uid, name, display, remote in sessions:
-        path = m.AddSession(session_id, "seat0", dbus.UInt32(uid), name, True, dbus_interface=harness_bus.MOCK)
-        props = {"Type": dbus.String("x11"), "Class": dbus.String("user"), "Display": dbus.String(display),
-                 "Remote": dbus.Boolean(remote)}
-        if remote:
-            props["RemoteHost"] = dbus.String("thin-client.example")
-        b.get_object(harness_bus.LOGIN1, path, introspect=False).UpdateProperties(
-            harness_bus.SESSION, dbus.Dictionary(props, signature="sv"), dbus_interface=harness_bus.MOCK)
-        m.EmitSignal(harness_bus.MANAGER, "SessionNew", "so", [session_id, dbus.ObjectPath(path)],
-                     dbus_interface=harness_bus.MOCK)
-    print("added", len(sessions), flush=True)
+    m.AddMethod(harness_bus.MANAGER, "GetSessionByPID", "u", "o", harness_bus.GET_SESSION_BY_PID,
+                dbus_interface=harness_bus.MOCK)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        sessions = json.loads(line)
+        for session_id, uid, name, display, remote in sessions:
+            path = m.AddSession(session_id, "seat0", dbus.UInt32(uid), name, True, dbus_interface=harness_bus.MOCK)
+            props = {"Type": dbus.String("x11"), "Class": dbus.String("user"), "Display": dbus.String(display),
+                     "Remote": dbus.Boolean(remote)}
+            if remote:
+                props["RemoteHost"] = dbus.String("thin-client.example")
+            b.get_object(harness_bus.LOGIN1, path, introspect=False).UpdateProperties(
+                harness_bus.SESSION, dbus.Dictionary(props, signature="sv"), dbus_interface=harness_bus.MOCK)
+            m.EmitSignal(harness_bus.MANAGER, "SessionNew", "so", [session_id, dbus.ObjectPath(path)],
+                         dbus_interface=harness_bus.MOCK)
+        print("added", len(sessions), flush=True)
 
 
 def child_churn(ids_file, per_second):
@@ -305,7 +304,8 @@ class World:
         self.procs = []
         self.xvfbs = []
         self.agents = {}  # session id -> Popen
-        self.guard = self.holder = self.daemon = self.logind = None
+        self.locked_before = []  # sessions the guard's locker held before the bench's kill
+        self.guard = self.holder = self.daemon = self.logind = self.setup = None
         self.tmp = tempfile.mkdtemp(prefix="xidlelock-guard-scale-")
         os.chmod(self.tmp, 0o755)
         for d in ("etc", "run", "ns", "users"):
@@ -354,7 +354,16 @@ class World:
         self.logind = bench.start([SYSTEM_PYTHON, "-m", "dbusmock", "--system", "--template", "logind"],
                                   env=self.bus_env, stderr=self.log("logind.log"))
         self.procs.append(self.logind)
-        self.bus_setup("-")
+        # logind is up before the guard starts, as at boot.
+        # As bench.start, with a pipe to its stdin: the sessions to add.
+        self.setup = subprocess.Popen([SYSTEM_PYTHON, os.path.abspath(__file__), "_setup"], env=self.bus_env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log("setup.log"),
+                                      start_new_session=True, preexec_fn=bench._child_setup)
+        bench._started.append(self.setup)
+        self.procs.append(self.setup)
+        self.setup_send = self.setup.stdin
+        if self.setup_answer() != "ready":
+            raise RuntimeError("logind's mock did not start (setup.log)")
 
         ready = os.path.join(self.tmp, "ns", "ready")
         self.holder = bench.start(["unshare", "--mount", "--propagation", "private", "sh", "-c",
@@ -376,23 +385,27 @@ class World:
                         or self.guard.poll() is not None, 15) or self.guard.poll() is not None:
             raise RuntimeError(f"the guard did not start (exit {self.guard.returncode}; {self.guard_log})")
 
-        # The users log in: their sessions (SessionNew each), then their agents.
+        # The users log in, a few at a time: their sessions (SessionNew each), then at once
+        # their agents, as a session's autostart starts it (a session with no agent for
+        # agent-grace is locked by the guard, as it should be).
         spec = [[sid, uid, name, display, i % REMOTE_EVERY == REMOTE_EVERY - 1]
                 for i, (sid, (name, uid), (_, display)) in enumerate(zip(self.ids, self.users, self.xvfbs))]
-        spec_file = os.path.join(self.tmp, "sessions.json")
-        with open(spec_file, "w") as f:
-            json.dump(spec, f)
-        self.bus_setup(spec_file)
         self.remote = sum(1 for s in spec if s[4])
-        for sid, (name, uid), (_, display) in zip(self.ids, self.users, self.xvfbs):
-            self.start_agent(sid, name, uid, display)
+        for k in range(0, self.n, LOGIN_BATCH):
+            batch = spec[k:k + LOGIN_BATCH]
+            self.setup_send.write((json.dumps(batch) + "\n").encode())
+            self.setup_send.flush()
+            if self.setup_answer() != f"added {len(batch)}":
+                raise RuntimeError("logind's mock did not add the sessions (setup.log)")
+            for sid, uid, name, display, _ in batch:
+                self.start_agent(sid, name, uid, display)
         self.started_in = time.monotonic() - t0
 
-    def bus_setup(self, spec_file):
-        setup = subprocess.run([SYSTEM_PYTHON, os.path.abspath(__file__), "_setup", spec_file], env=self.bus_env,
-                               cwd=self.tmp, capture_output=True, text=True, timeout=120 + self.n)
-        if setup.returncode != 0:
-            raise RuntimeError(f"logind's mock could not be set up: {setup.stderr.strip()[-500:]}")
+    def setup_answer(self):
+        """The setup child's next line (30 s at most)."""
+        import select
+        ready, _, _ = select.select([self.setup.stdout], [], [], 30)
+        return self.setup.stdout.readline().decode().strip() if ready else None
 
     def start_agent(self, sid, name, uid, display):
         base = os.path.join(self.tmp, "users", name)
@@ -449,7 +462,7 @@ class World:
             stop_many([self.guard])
         stop_many(list(self.agents.values()))
         end_processes_of(uid for _, uid in self.users)
-        stop_many([p for p, _ in self.xvfbs] + [p for p in (self.holder, self.logind, self.daemon) if p])
+        stop_many([p for p, _ in self.xvfbs] + [p for p in (self.setup, self.holder, self.logind, self.daemon) if p])
         shutil.rmtree(self.tmp, ignore_errors=True)
         shutil.rmtree(self.bindir, ignore_errors=True)
 
@@ -487,6 +500,9 @@ def lock_after(world, sid, sig):
     """Sends sig to session sid's agent; seconds until the policy's locker's stamp."""
     stamp = os.path.join(world.stamps, sid)
     agent = world.agents[sid]
+    if os.path.exists(stamp):
+        world.locked_before.append(sid)
+        return None
     sent = time.time()
     os.kill(agent.pid, sig)
     if not wait_for(lambda: os.path.exists(stamp) and os.path.getsize(stamp) > 0, GRACE_S + 20, step=0.01):
@@ -548,13 +564,20 @@ def measure(n, users, args):
         if len(words) >= 4 and words[0] == "changes":
             res["churn_rate"] = int(words[1]) / float(words[3])
 
+        # What the guard said until now (before the kills, which it must report loudly).
+        trouble = [line for line in world.guard_lines("error", "warning", "refus", "cannot", "NOT guarded")
+                   if "the systemd journal does not take entries" not in line]  # the bench's namespace has none
+        res["trouble_count"], res["trouble_lines"] = len(trouble), trouble[:20]
+        res["locked_before_kills"] = sorted({line.split()[2] for line in world.guard_lines(
+            "started the policy's locker (pid") if "audit" not in line})
         samples = max(1, min(args.kills, n // 2))
         res["kill9"] = [lock_after(world, world.ids[i], signal.SIGKILL) for i in range(samples)]
         if n >= 2:
             res["sigstop"] = [lock_after(world, world.ids[samples + i], signal.SIGSTOP) for i in range(samples)]
         res["lost_lines"] = world.guard_lines("started the policy's locker", "lost", "frozen", "stopped")[:12]
-        res["trouble_lines"] = world.guard_lines("error", "warning", "refus", "cannot", "unguarded")[:20]
         res["guard_alive"] = world.guard.poll() is None
+        res["locked_before_kill"] = world.locked_before
+
     finally:
         world.close()
     if n == 1:
@@ -626,7 +649,8 @@ def render(results, args, date, first):
         if r["verified_doctor"] < n:
             now_verified = "**" + now_verified + "**"
         idle = f"{r['idle_cpu_pct']:.2f} % CPU, {r['idle_wakeups']} wake-ups"
-        churn = f"{r['churn_cpu_pct']:.1f} % ({r.get('churn_rate', float('nan')):.0f}/s; mock {r['mock_cpu_pct']:.0f} %)"
+        churn = (f"{r['churn_cpu_pct']:.1f} %, {r['churn_wakeups'] / args.churn_window:.0f} wake-ups/s "
+                 f"({r.get('churn_rate', float('nan')):.0f} changes/s; mock {r['mock_cpu_pct']:.0f} %)")
         lines.append(
             f"| {n} | {b.get('verified', '–')} / {now_verified} | {b.get('idle', '–')} / {idle} "
             f"| {b.get('churn', '–')} / {churn} | {b.get('doctor', '–')} / {doctor_cell(r['doctor_idle'])} / "
@@ -653,8 +677,15 @@ def render(results, args, date, first):
                      f"| {ok(all(x is not None and x <= GRACE_S + 1 for x in locks))} |")
     notes = []
     for r in results:
+        if r.get("locked_before_kills"):
+            notes.append(f"- N = {r['n']}: **the guard started its locker in {len(r['locked_before_kills'])} sessions "
+                         f"before any agent was killed or stopped**: {', '.join(r['locked_before_kills'][:20])}")
+        if r.get("locked_before_kill"):
+            notes.append(f"- N = {r['n']}: sessions already locked when the bench was to kill their agent (no "
+                         f"time taken): {', '.join(r['locked_before_kill'])}")
         if r.get("trouble_lines"):
-            notes.append(f"- N = {r['n']}: the guard's log (warnings, refusals; first {len(r['trouble_lines'])}):")
+            notes.append(f"- N = {r['n']}: the guard's errors, warnings and refusals before the kills "
+                         f"({r['trouble_count']}; the first {len(r['trouble_lines'])}):")
             notes += [f"  - `{line[:300]}`" for line in r["trouble_lines"]]
     if notes:
         lines += ["", "## What the guard said", ""] + notes
@@ -726,7 +757,7 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_setup":
-        child_setup(sys.argv[2])
+        child_setup()
     elif len(sys.argv) > 1 and sys.argv[1] == "_churn":
         child_churn(sys.argv[2], float(sys.argv[3]))
     else:
