@@ -1247,9 +1247,10 @@ def targets(res):
     ]
 
 
-# Sections of BENCHMARKS.md that other scripts measure (bench/card-removal.py): carried
+# Sections of BENCHMARKS.md that other scripts measure (bench/card-removal.py,
+# bench/guard-scale.py): carried
 # over from the file as it is when this script rewrites it.
-KEPT_SECTIONS = ("## Smart card removal",)
+KEPT_SECTIONS = ("## Smart card removal", "## The guard at scale")
 
 
 def kept_sections(path):

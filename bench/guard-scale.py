@@ -12,7 +12,7 @@ For each N, a world of its own:
   (no home, no login shell, comment "xidlelock bench guard-scale"), reused when they
   exist with that comment (a same-named user without it is refused, never touched), and
   removed with userdel at the end, also on failure and Ctrl-C (`--keep-users` keeps
-  them for the next run);
+  them for the next run, `--remove-users` removes those kept);
 - N small Xvfb servers (-screen 0 64x64x24, -nolisten tcp, -displayfd);
 - a private system bus (Debian's system.conf, its limits untouched) served by
   python3-dbusmock's logind template, with GetSessionByPID from the tests' bus.py
@@ -46,6 +46,7 @@ import json
 import os
 import pwd
 import resource
+import select
 import shlex
 import shutil
 import signal
@@ -138,6 +139,7 @@ def end_processes_of(uids):
 def stop_many(procs, grace=3.0):
     """bench.stop for many at once: SIGTERM to every group, then SIGKILL to those left."""
     live = [p for p in procs if p and p.returncode is None and p.poll() is None]
+    grace += 0.02 * len(live)  # 300 Xvfb ending at once on a busy machine: a killed one leaves its socket
     for sig in (signal.SIGCONT, signal.SIGTERM):  # SIGCONT: a stopped agent takes its SIGTERM
         for p in live:
             try:
@@ -354,8 +356,8 @@ class World:
         self.logind = bench.start([SYSTEM_PYTHON, "-m", "dbusmock", "--system", "--template", "logind"],
                                   env=self.bus_env, stderr=self.log("logind.log"))
         self.procs.append(self.logind)
-        # logind is up before the guard starts, as at boot.
-        # As bench.start, with a pipe to its stdin: the sessions to add.
+        # logind is up before the guard starts, as at boot. The child is started as
+        # bench.start starts one, with a pipe to its stdin: the sessions to add.
         self.setup = subprocess.Popen([SYSTEM_PYTHON, os.path.abspath(__file__), "_setup"], env=self.bus_env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log("setup.log"),
                                       start_new_session=True, preexec_fn=bench._child_setup)
@@ -403,7 +405,6 @@ class World:
 
     def setup_answer(self):
         """The setup child's next line (30 s at most)."""
-        import select
         ready, _, _ = select.select([self.setup.stdout], [], [], 30)
         return self.setup.stdout.readline().decode().strip() if ready else None
 
@@ -496,6 +497,17 @@ def doctor_times(world, repeats):
     return out
 
 
+def kinds(lines, most=8):
+    """Lines alike but for sessions, users and numbers, counted: [(count, first such line)],
+    the most frequent first."""
+    import re
+    seen = {}
+    for line in lines:
+        key = re.sub(r"\d+", "#", line)
+        seen.setdefault(key, [0, line])[0] += 1
+    return sorted((tuple(v) for v in seen.values()), key=lambda v: -v[0])[:most]
+
+
 def lock_after(world, sid, sig):
     """Sends sig to session sid's agent; seconds until the policy's locker's stamp."""
     stamp = os.path.join(world.stamps, sid)
@@ -552,7 +564,22 @@ def measure(n, users, args):
             time.sleep(2.0)  # the guard's answer to the first changes, before the window
             mock_before = cpu_ns(world.logind.pid)
             before_sw = ctx_switches(world.guard.pid)
-            res["churn_cpu_pct"], span = cpu_share(world.guard.pid, lambda: time.sleep(args.churn_window))
+            profiler = None
+            if args.perf:
+                profiler = subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-p", str(world.guard.pid),
+                                             "-o", os.path.join(RESULTS, f"guard-scale-{n}-churn.perf.data")],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                res["churn_cpu_pct"], span = cpu_share(world.guard.pid, lambda: time.sleep(args.churn_window))
+            finally:
+                if profiler:
+                    profiler.send_signal(signal.SIGINT)
+                    profiler.wait(timeout=60)
+                    # Read now, while the installed executable it sampled still exists.
+                    data = os.path.join(RESULTS, f"guard-scale-{n}-churn.perf.data")
+                    with open(data[:-len(".data")] + ".txt", "w") as out:
+                        subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none",
+                                        "--percent-limit", "0.5"], stdout=out, stderr=subprocess.DEVNULL, timeout=300)
             res["churn_wakeups"] = grown(before_sw, ctx_switches(world.guard.pid))
             res["mock_cpu_pct"] = grown(mock_before, cpu_ns(world.logind.pid)) / 1e9 / span * 100
             res["doctor_churn"] = doctor_times(world, args.doctor_repeats)
@@ -565,9 +592,10 @@ def measure(n, users, args):
             res["churn_rate"] = int(words[1]) / float(words[3])
 
         # What the guard said until now (before the kills, which it must report loudly).
+        # Audit entries repeat the line before them; the bench's namespace has no journal.
         trouble = [line for line in world.guard_lines("error", "warning", "refus", "cannot", "NOT guarded")
-                   if "the systemd journal does not take entries" not in line]  # the bench's namespace has none
-        res["trouble_count"], res["trouble_lines"] = len(trouble), trouble[:20]
+                   if "audit " not in line and "the systemd journal does not take entries" not in line]
+        res["trouble_count"], res["trouble"] = len(trouble), kinds(trouble)
         res["locked_before_kills"] = sorted({line.split()[2] for line in world.guard_lines(
             "started the policy's locker (pid") if "audit" not in line})
         samples = max(1, min(args.kills, n // 2))
@@ -622,44 +650,45 @@ def render(results, args, date, first):
              f"{os.getloadavg()[0]:.2f} at end.", "",
              "Each N: N users, N Xvfb, N agents (installed 0711, root's), python3-dbusmock's logind with "
              "GetSessionByPID on a private system bus (every fourth session Remote), the guard as root, policy "
-             f"`agent-grace {GRACE_S}s`. \"before\": the issue's table (the guard before its rework). "
+             f"`agent-grace {GRACE_S}s`. \"before\": the issue's table (the guard before its rework); \"now\": "
+             "this run. Verified: the sessions root's doctor says the guard verified, of N (in brackets, the "
+             "agents the guard's log says it verified at some time). "
              "Churn: each session's IdleHint changed once a second through the mock (the rate it reached in "
              "brackets). Wake-ups: the guard's voluntary + involuntary context switches, every thread. "
              "kill -9 / SIGSTOP → locker: from the signal to the policy's locker's own stamp, median (min–max, "
              "samples). Memory: the guard's RssAnon, its private pages (Private_Clean + Private_Dirty) and Pss "
              "(which falls as N grows: the agents map the same executable); per session (at N − at 1) / (N − 1).",
              "",
-             "| N | verified: before / now (doctor; log) | guard idle: before / now | guard under churn: before / now "
-             "| root's doctor idle / churn: before / now | kill -9 → locker: before / now | SIGSTOP → locker "
+             "| N | verified (root's doctor; the guard's log) | guard idle | guard under churn "
+             "| root's doctor idle; churn | kill -9 → locker | SIGSTOP → locker "
              "| guard RssAnon / private / Pss, kB (per session: RssAnon / private) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     one = next((r for r in results if r["n"] == 1 and "memory" in r), None)
-    for r in results:
-        b = BEFORE.get(r["n"], {})
-        n = r["n"]
+    rows = {r["n"]: r for r in results}
+    for n in sorted(set(rows) | set(BEFORE)):
+        r, b = rows.get(n), BEFORE.get(n)
+        if b:
+            lines.append(f"| {n}, before | {b['verified']} | {b['idle']} | {b['churn']} | {b['doctor']} | {b['kill']} "
+                         f"| – | – |")
+        if r is None:
+            continue
         if "error" in r:
-            lines.append(f"| {n} | **failed: {r['error']}** | | | | | | |")
+            lines.append(f"| {n}, now | **failed: {r['error']}** | | | | | | |")
             continue
         mem = r["memory"]
         per = ""
         if one and n > 1:
             per = (f" ({(mem['RssAnon'] - one['memory']['RssAnon']) / (n - 1):.1f} / "
                    f"{(mem['Private'] - one['memory']['Private']) / (n - 1):.1f})")
-        now_verified = f"{r['verified_doctor']} / {n}; {r['verified_log']}"
+        verified = f"{r['verified_doctor']} of {n} ({r['verified_log']})"
         if r["verified_doctor"] < n:
-            now_verified = "**" + now_verified + "**"
+            verified = "**" + verified + "**"
         idle = f"{r['idle_cpu_pct']:.2f} % CPU, {r['idle_wakeups']} wake-ups"
         churn = (f"{r['churn_cpu_pct']:.1f} %, {r['churn_wakeups'] / args.churn_window:.0f} wake-ups/s "
                  f"({r.get('churn_rate', float('nan')):.0f} changes/s; mock {r['mock_cpu_pct']:.0f} %)")
-        lines.append(
-            f"| {n} | {b.get('verified', '–')} / {now_verified} | {b.get('idle', '–')} / {idle} "
-            f"| {b.get('churn', '–')} / {churn} | {b.get('doctor', '–')} / {doctor_cell(r['doctor_idle'])} / "
-            f"{doctor_cell(r['doctor_churn'])} | {b.get('kill', '–')} / {seconds(r['kill9'])} "
-            f"| {seconds(r.get('sigstop', []))} | {mem['RssAnon']:,} / {mem['Private']:,} / {mem['Pss']:,}{per} |")
-    for n, b in BEFORE.items():
-        if n not in [r["n"] for r in results]:
-            lines.append(f"| {n} (before only) | {b['verified']} / – | {b['idle']} / – | {b['churn']} / – "
-                         f"| {b['doctor']} / – | {b['kill']} / – | – | – |")
+        lines.append(f"| {n}, now | {verified} | {idle} | {churn} | {doctor_cell(r['doctor_idle'])}; "
+                     f"{doctor_cell(r['doctor_churn'])} | {seconds(r['kill9'])} | {seconds(r.get('sigstop', []))} "
+                     f"| {mem['RssAnon']:,} / {mem['Private']:,} / {mem['Pss']:,}{per} |")
     lines += ["", "## Targets", "", "| N | every agent verified | 0 wake-ups idle | churn ≤ 3 % of a core "
               "| doctor ≤ 1 s (idle, churn) | kill -9, SIGSTOP → locker ≤ agent-grace + 1 s |",
               "| --- | --- | --- | --- | --- | --- |"]
@@ -683,10 +712,10 @@ def render(results, args, date, first):
         if r.get("locked_before_kill"):
             notes.append(f"- N = {r['n']}: sessions already locked when the bench was to kill their agent (no "
                          f"time taken): {', '.join(r['locked_before_kill'])}")
-        if r.get("trouble_lines"):
+        if r.get("trouble"):
             notes.append(f"- N = {r['n']}: the guard's errors, warnings and refusals before the kills "
-                         f"({r['trouble_count']}; the first {len(r['trouble_lines'])}):")
-            notes += [f"  - `{line[:300]}`" for line in r["trouble_lines"]]
+                         f"({r['trouble_count']} lines; each kind: how many, the first):")
+            notes += [f"  - {count} × `{line[:300]}`" for count, line in r["trouble"]]
     if notes:
         lines += ["", "## What the guard said", ""] + notes
     return "\n".join(lines) + "\n"
@@ -703,9 +732,16 @@ def main():
     ap.add_argument("--guard", default=".build/release/xidlelock guard",
                     help="the guard's command (words naming a built file run as root's installed copies; "
                          "`.build/release/xidlelock-guard` gets --agent PATH); --verbose is added")
+    ap.add_argument("--perf", action="store_true", help="profile the guard in the churn window (perf record -g): "
+                    "bench/results/guard-scale-N-churn.perf.data, for `perf report -i`")
     ap.add_argument("--keep-users", action="store_true", help="keep the xilbench users for the next run")
+    ap.add_argument("--remove-users", action="store_true",
+                    help="only remove the bench's users (xilbench001..999 with its comment) that --keep-users left")
     ap.add_argument("--output", default=os.path.join(RESULTS, "guard-scale.md"))
     args = ap.parse_args()
+    if args.remove_users:
+        remove_users([f"{USER_PREFIX}{i:03d}" for i in range(1, 1000)])
+        return 0
     args.window = args.window or (10.0 if args.quick else 60.0)
     args.churn_window = args.churn_window or (10.0 if args.quick else 30.0)
     try:
