@@ -165,36 +165,16 @@ def stop_many(procs, grace=3.0):
 
 
 def start_xvfbs(n, batch=20):
-    """n small Xvfb servers, each on a free display (-displayfd): [(Popen, display)]."""
+    """n small Xvfb servers, each on a free display, `batch` starting at once: [bench.Xvfb]."""
     out = []
     while len(out) < n:
-        pending = []
-        for _ in range(min(batch, n - len(out))):
-            r, w = os.pipe()
-            p = subprocess.Popen(["Xvfb", "-noreset", "-nolisten", "tcp", "-screen", "0", "64x64x24",
-                                  "-displayfd", str(w)],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 pass_fds=(w,), start_new_session=True, preexec_fn=bench._child_setup)
-            bench._started.append(p)
-            os.close(w)
-            pending.append((p, r))
-        for p, r in pending:
-            number, deadline = b"", time.monotonic() + 30
-            os.set_blocking(r, False)
-            while not number.endswith(b"\n"):
-                if time.monotonic() > deadline or p.poll() is not None:
-                    os.close(r)
-                    raise RuntimeError(f"Xvfb did not start ({len(out)} of {n} running)")
-                try:
-                    chunk = os.read(r, 16)
-                except BlockingIOError:
-                    time.sleep(0.01)
-                    continue
-                if not chunk:
-                    time.sleep(0.01)
-                number += chunk
-            os.close(r)
-            out.append((p, ":" + number.decode().strip()))
+        pending = [bench.Xvfb(extra=("-screen", "0", "64x64x24"), wait=False) for _ in range(min(batch, n - len(out)))]
+        for x in pending:
+            try:
+                x.ready(timeout=30)
+            except RuntimeError:
+                raise RuntimeError(f"Xvfb did not start ({len(out)} of {n} running)") from None
+            out.append(x)
     return out
 
 
@@ -342,7 +322,7 @@ class World:
     def start(self):
         t0 = time.monotonic()
         self.xvfbs = start_xvfbs(self.n)
-        self.procs += [p for p, _ in self.xvfbs]
+        self.procs += [x.proc for x in self.xvfbs]
         socket = os.path.join(self.tmp, "system.bus")
         config = os.path.join(self.tmp, "system-bus.conf")
         with open(config, "w") as f:
@@ -390,8 +370,9 @@ class World:
         # The users log in, a few at a time: their sessions (SessionNew each), then at once
         # their agents, as a session's autostart starts it (a session with no agent for
         # agent-grace is locked by the guard, as it should be).
+        displays = [x.display for x in self.xvfbs]
         spec = [[sid, uid, name, display, i % REMOTE_EVERY == REMOTE_EVERY - 1]
-                for i, (sid, (name, uid), (_, display)) in enumerate(zip(self.ids, self.users, self.xvfbs))]
+                for i, (sid, (name, uid), display) in enumerate(zip(self.ids, self.users, displays))]
         self.remote = sum(1 for s in spec if s[4])
         for k in range(0, self.n, LOGIN_BATCH):
             batch = spec[k:k + LOGIN_BATCH]
@@ -463,7 +444,7 @@ class World:
             stop_many([self.guard])
         stop_many(list(self.agents.values()))
         end_processes_of(uid for _, uid in self.users)
-        stop_many([p for p, _ in self.xvfbs] + [p for p in (self.setup, self.holder, self.logind, self.daemon) if p])
+        stop_many([x.proc for x in self.xvfbs] + [p for p in (self.setup, self.holder, self.logind, self.daemon) if p])
         shutil.rmtree(self.tmp, ignore_errors=True)
         shutil.rmtree(self.bindir, ignore_errors=True)
 
@@ -482,12 +463,9 @@ def doctor_verified(answer):
 def private_kb(pid):
     """The pages only this process maps (Private_Clean + Private_Dirty, smaps_rollup): its
     Pss falls as agents start, since they map the same executable's pages."""
-    total = 0
     with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.startswith(("Private_Clean:", "Private_Dirty:")):
-                total += int(line.split()[1])
-    return total
+        fields = dict(line.split(":", 1) for line in f if ":" in line)
+    return sum(int(fields[key].split()[0]) for key in ("Private_Clean", "Private_Dirty"))
 
 
 def doctor_times(world, repeats):
@@ -714,7 +692,7 @@ def render(results, args, date, first):
                          f"time taken): {', '.join(r['locked_before_kill'])}")
         if r.get("trouble"):
             notes.append(f"- N = {r['n']}: the guard's errors, warnings and refusals before the kills "
-                         f"({r['trouble_count']} lines; each kind: how many, the first):")
+                         f"({r['trouble_count']} line{'s' if r['trouble_count'] != 1 else ''}; each kind: how many, the first):")
             notes += [f"  - {count} × `{line[:300]}`" for count, line in r["trouble"]]
     if notes:
         lines += ["", "## What the guard said", ""] + notes
@@ -762,7 +740,8 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     os.makedirs(RESULTS, exist_ok=True)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT too: started in the background by a shell, the script inherits it ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, bench._on_signal)
     date = time.strftime("%Y-%m-%d %H:%M %Z")
     first = os.getloadavg()[0]
