@@ -2,7 +2,7 @@
 """The guard at scale (issue #36): N sessions, each with its own user, Xvfb and agent.
 
 Run through `make bench-guard` (N = 1, 10, 100, 300: about 15 minutes) or
-`make bench-guard QUICK=1` (N = 1, 10, short windows: about a minute); options with
+`make bench-guard QUICK=1` (N = 1, 10, short windows: about a minute and a half); options with
 `make bench-guard ARGS='--sessions 1,10 --window 30'`. Needs root. Prints a markdown
 table beside the issue's "today" figures and writes it to bench/results/guard-scale.md
 (the guard's log of each N beside it, guard-scale-N.log).
@@ -17,7 +17,8 @@ For each N, a world of its own:
 - a private system bus (Debian's system.conf, its limits untouched) served by
   python3-dbusmock's logind template, with GetSessionByPID from the tests' bus.py
   and N sessions of Type x11, class user, each on its display, every fourth Remote (as
-  a VNC server's), announced with SessionNew;
+  a VNC server's), announced with SessionNew: the users log in ten at a time, each
+  session's agent started right after its session;
 - the guard as root (`--guard`, default `.build/release/xidlelock guard`; a
   `.build/release/xidlelock-guard` is given `--agent PATH`, the installed agent),
   policy `secure`, `max-lock-after 1h`, `agent-grace 2s`, `on-agent-lost lock`, and a
@@ -33,8 +34,8 @@ guard's log); the guard's CPU and wake-ups (voluntary + involuntary context swit
 its threads, /proc) over an idle window; under churn (each session's IdleHint changed
 once a second through the mock, which emits PropertiesChanged) the guard's CPU;
 root's doctor's answer time, idle and under churn; kill -9 and SIGSTOP of an agent to
-the policy's locker's stamp; the guard's RssAnon and Pss per session ((at N - at 1) /
-(N - 1)).
+the policy's locker's stamp; the guard's RssAnon and private pages per session ((at N
+- at 1) / (N - 1)), and its Pss.
 
 Every process it starts is ended by its pid (process group) on exit, failure and
 Ctrl-C, and the processes the guard started as the bench's users (its lockers) are
