@@ -54,7 +54,7 @@ GUARD_BIN = .build/release/xidlelock-guard
 GEN = .build/packaging
 
 .PHONY: all build release run test deps test-deps clean install uninstall deb packaging-check bench \
-	fuzz fuzz-short check-sanitizers startup-order test-desktop bench-players
+	fuzz fuzz-short check-sanitizers startup-order test-desktop bench-players bench-guard
 
 all: release
 
@@ -215,6 +215,15 @@ bench-players: release
 	@sh .ci/install-packages players
 	$(SWIFT) build --product TestWindow
 	XIDLELOCK=$(RELEASE_BIN) bash bench/players.sh --out bench/results/players.md $(ARGS)
+
+# Issue #36's table: the guard (root) with N = 1, 10, 100 and 300 sessions, each with its
+# own throwaway user (xilbench001..., removed at the end), Xvfb and agent, beside the
+# issue's figures: bench/results/guard-scale.md. Needs root; about 15 minutes, 300 Xvfb
+# and agents at once (QUICK=1: N = 1 and 10, about a minute). Not part of `make bench`.
+# `make bench-guard ARGS='--sessions 1,10,100 --window 30'` passes options.
+bench-guard: release
+	@sh .ci/install-packages bench
+	python3 bench/guard-scale.py $(if $(QUICK),--quick) $(ARGS)
 
 # Rewrites bench/startup.order from a callgrind run of `xidlelock idle` (needs valgrind).
 startup-order: release

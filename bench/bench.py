@@ -87,18 +87,27 @@ def _on_signal(signum, _frame):
 
 
 class Xvfb:
-    """A private X server on a free display, found with -displayfd."""
+    """A private X server on a free display, found with -displayfd. `extra`: more
+    arguments (a screen's size); `wait=False` returns at once, and `ready()` waits
+    (several servers starting together)."""
 
-    def __init__(self):
+    def __init__(self, extra=(), wait=True):
         r, w = os.pipe()
         self.proc = subprocess.Popen(
-            ["Xvfb", "-noreset", "-nolisten", "tcp", "-displayfd", str(w)],
+            ["Xvfb", "-noreset", "-nolisten", "tcp", *extra, "-displayfd", str(w)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             pass_fds=(w,), start_new_session=True, preexec_fn=_child_setup)
         _started.append(self.proc)
         os.close(w)
+        self._displayfd = r
+        self.pid = self.proc.pid
+        if wait:
+            self.ready()
+
+    def ready(self, timeout=15):
+        r = self._displayfd
         number = b""
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + timeout
         os.set_blocking(r, False)
         while not number.endswith(b"\n"):
             if time.monotonic() > deadline or self.proc.poll() is not None:
@@ -116,7 +125,6 @@ class Xvfb:
         self.display = ":" + number.decode().strip()
         self.env = dict(os.environ, DISPLAY=self.display)
         self.env.pop("XAUTHORITY", None)
-        self.pid = self.proc.pid
 
     def run(self, argv, **kw):
         return subprocess.run(argv, env=self.env, check=True, stdin=subprocess.DEVNULL,
@@ -1247,9 +1255,10 @@ def targets(res):
     ]
 
 
-# Sections of BENCHMARKS.md that other scripts measure (bench/card-removal.py): carried
+# Sections of BENCHMARKS.md that other scripts measure (bench/card-removal.py,
+# bench/guard-scale.py): carried
 # over from the file as it is when this script rewrites it.
-KEPT_SECTIONS = ("## Smart card removal",)
+KEPT_SECTIONS = ("## Smart card removal", "## The guard at scale")
 
 
 def kept_sections(path):
