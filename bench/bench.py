@@ -688,6 +688,8 @@ def bench_guard(window, samples):
     binary = os.path.join(bindir, "xidlelock")
     shutil.copy(XIDLELOCK, binary)
     os.chmod(binary, 0o711)
+    # `xidlelock guard` execs root's own daemon, found beside it (as in libexec).
+    shutil.copy(os.path.join(os.path.dirname(XIDLELOCK), "xidlelock-guard"), os.path.join(bindir, "xidlelock-guard"))
     x = holder = daemon = logind = guard = agent = None
     try:
         x = Xvfb()
