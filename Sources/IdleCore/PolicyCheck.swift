@@ -334,8 +334,13 @@ public struct GuardCheckReport: Equatable, Sendable {
         return blocks.joined(separator: "\n")
     }
 
+    /// The version of `json`'s shape (docs/admin.md, packaging/doctor-policy.schema.json):
+    /// raised when a field is renamed, removed or changes meaning; a new field keeps it.
+    public static let schemaVersion = 1
+
     public var json: JSONValue {
         .object([
+            ("schema", .number(Double(GuardCheckReport.schemaVersion))),
             ("profile", .string(profile)), ("met", .bool(met)), ("source", .string("guard")),
             ("problem", problem.map { .string($0) } ?? .null),
             ("sessions", .array(sessions.map { s in
