@@ -49,6 +49,9 @@ public struct Policy: Equatable, Sendable {
         return settings
     }
 
+    /// Every setting a policy file may hold (`max-lock-after`, …), for the docs' tests.
+    public static var settingNames: [String] { specs.map { String($0.flag.dropFirst(2)) } }
+
     static let specs: [OptionSpec<Policy>] = PolicySwitch.all.map(\.spec) + [
         OptionSpec("--max-lock-after", "DURATION", "The longest lock time allowed; a longer one is clamped to it.") { p, v throws(UsageError) in
             p.maxLockAfter = try duration(v, for: "max-lock-after")
