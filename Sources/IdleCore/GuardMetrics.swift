@@ -20,6 +20,7 @@ public struct GuardMetrics: Equatable, Sendable {
         public var policyMet: Bool
     }
 
+    /// In the order of their ids.
     public var sessions: [Session]
     public var counts: GuardCounts
     /// The admin's policy file and its SHA-256 (nil: no file; the fingerprint nil: unreadable).
@@ -53,8 +54,9 @@ public struct GuardMetrics: Equatable, Sendable {
     /// The agent runs with the admin's policy, the guard's file, every line read: what
     /// every profile of `doctor --policy` asks first.
     static func policyInForce(_ status: JSONValue, file: String?) -> Bool {
-        let agent = PolicyCheck.AgentFacts(status, ownership: { _ in nil })
-        return agent.policyRequirement.met && agent.policyFile == file
+        let reading = PolicyCheck.AgentFacts.policyReading(status)
+        return PolicyCheck.AgentFacts.policyWhole(file: reading.file, errors: reading.errors, reported: reading.reported)
+            && reading.file == file
     }
 
     /// The file name in the collector's directory (it reads `*.prom`).
@@ -69,22 +71,25 @@ public struct GuardMetrics: Equatable, Sendable {
         }
         func sample(_ name: String, _ labels: [(String, String)] = [], _ value: String) {
             out += name
-            if !labels.isEmpty {
-                out += "{" + labels.map { "\($0.0)=\"\(GuardMetrics.escapedLabel($0.1))\"" }.joined(separator: ",") + "}"
-            }
+            if !labels.isEmpty { out += GuardMetrics.labelSet(labels) }
             out += " \(value)\n"
         }
         func bool(_ b: Bool) -> String { b ? "1" : "0" }
-        func labels(_ s: Session) -> [(String, String)] {
-            [("session", s.id), ("user", s.user), ("display", s.display), ("remote", s.remote ? "yes" : "no"), ("seat", s.seat)]
+        // Each session's labels, escaped once for its three gauges.
+        let labels = sessions.map { s in
+            GuardMetrics.labelSet([("session", s.id), ("user", s.user), ("display", s.display), ("remote", s.remote ? "yes" : "no"),
+                                   ("seat", s.seat)])
+        }
+        func gauges(_ name: String, _ value: (Session) -> Bool) {
+            for (k, s) in sessions.enumerated() { out += name + labels[k] + (value(s) ? " 1\n" : " 0\n") }
         }
 
         family("xidlelock_session_guarded", "gauge", "1 while a verified agent guards the graphical session (runs, not stopped, its loop answers), else 0.")
-        for s in sessions { sample("xidlelock_session_guarded", labels(s), bool(s.guarded)) }
+        gauges("xidlelock_session_guarded", \.guarded)
         family("xidlelock_session_locked", "gauge", "1 while the guard's own locker holds the session or its verified agent says its locker covers the screen, else 0.")
-        for s in sessions { sample("xidlelock_session_locked", labels(s), bool(s.locked)) }
+        gauges("xidlelock_session_locked", \.locked)
         family("xidlelock_session_policy_met", "gauge", "1 while the session's verified agent runs with the guard's policy file in force, every line read, else 0.")
-        for s in sessions { sample("xidlelock_session_policy_met", labels(s), bool(s.policyMet)) }
+        gauges("xidlelock_session_policy_met", \.policyMet)
 
         family("xidlelock_policy_info", "gauge", "The admin's policy file the guard runs with, and the SHA-256 of its bytes as sha256sum prints it (unreadable: the file could not be read).")
         if let policyFile { sample("xidlelock_policy_info", [("file", policyFile), ("sha256", policySHA256 ?? "unreadable")], "1") }
@@ -109,6 +114,16 @@ public struct GuardMetrics: Equatable, Sendable {
         return out
     }
 
+    /// `{name="value",…}`.
+    static func labelSet(_ labels: [(String, String)]) -> String {
+        var out = "{"
+        for (k, (name, value)) in labels.enumerated() {
+            if k > 0 { out += "," }
+            out += name + "=\"" + escapedLabel(value) + "\""
+        }
+        return out + "}"
+    }
+
     /// A label value: backslash, double quote and line feed escaped.
     static func escapedLabel(_ value: String) -> String { escaped(value, quotes: true) }
 
@@ -116,6 +131,8 @@ public struct GuardMetrics: Equatable, Sendable {
     static func escapedHelp(_ text: String) -> String { escaped(text, quotes: false) }
 
     private static func escaped(_ value: String, quotes: Bool) -> String {
+        // Most values (ids, user names, displays) need nothing: no copy made.
+        guard value.utf8.contains(where: { $0 == 0x5C || $0 == 0x0A || ($0 == 0x22 && quotes) }) else { return value }
         var out = ""
         // By scalar: "\r\n" is one Character, and its line feed must be escaped too.
         for c in value.unicodeScalars {

@@ -18,7 +18,7 @@ private let prometheusInstalled = [nodeExporterBinary, prometheusBinary, promtoo
 struct GuardMetricsTests {
     static let scrapeInterval: Duration = .seconds(1)
 
-    @Test("an agent killed in a guarded session is unguarded in a real Prometheus within a scrape interval of the guard's file saying so; guarded again when the agent is back; every file passes promtool check metrics")
+    @Test("an agent killed in a guarded session is unguarded in a real Prometheus within a scrape interval of the guard's file saying so; guarded again when the agent is back; every file passes promtool check metrics; the file goes when the guard stops")
     func prometheusSeesTheGuard() async throws {
         try await GuardSession.with(startGuard: false) { g in
             let metrics = MetricsVersions(path: g.metricsDirectory + "/xidlelock.prom")
@@ -74,6 +74,11 @@ struct GuardMetricsTests {
                         "promtool check metrics on version \(k): \(check.exit) \(check.stdout)\(check.stderr)\n\(version)")
             }
             print("guard figure (metrics: \(metrics.versions.count) versions of the file seen, each passes promtool check metrics)")
+
+            // A guard that stops takes its file with it: the file would vouch for sessions no one guards.
+            let guardProcess = try #require(g.guardProcess)
+            kill(guardProcess.processIdentifier, SIGTERM)
+            try await g.wait("the guard's metrics file gone once the guard stopped") { !metrics.sample() }
         }
     }
 
