@@ -181,7 +181,7 @@ uninstall:
 	  $(DESTDIR)$(CATALOGDIR)/xidlelock.catalog \
 	  $(DESTDIR)$(DOCDIR)/README.md \
 	  $(addprefix $(DESTDIR)$(DOCDIR)/,$(DOCS))
-	rmdir $(DESTDIR)$(EXAMPLESDIR) $(DESTDIR)$(dir $(EXAMPLESDIR)) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	rmdir $(DESTDIR)$(EXAMPLESDIR) $(DESTDIR)$(dir $(EXAMPLESDIR)) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) $(DESTDIR)$(CATALOGDIR) 2>/dev/null || true
 	@if [ -z "$(DESTDIR)" ] && command -v journalctl >/dev/null; then journalctl --update-catalog || true; fi
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi
 
