@@ -15,6 +15,14 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 EXAMPLESDIR ?= $(PREFIX)/share/doc/xidlelock/examples
+# The journal's explanations of the audit entries (`journalctl -x`); journald reads
+# /usr/lib/systemd/catalog and /usr/local/lib/systemd/catalog.
+CATALOGDIR ?= $(PREFIX)/lib/systemd/catalog
+# The example Prometheus rules, their promtool test, and the JSON Schema of root's
+# `doctor --policy --json`, beside the other examples.
+EXAMPLEFILES = packaging/examples/config packaging/examples/policy packaging/examples/policy.stig \
+	packaging/examples/xidlelock.rules.yml packaging/examples/xidlelock.rules.test.yml \
+	packaging/examples/doctor-policy.schema.json
 # README.md there, and the guides under docs/ beside it, so that its links work.
 DOCDIR ?= $(PREFIX)/share/doc/xidlelock
 DOCS = docs/admin.md docs/development.md docs/flags.md docs/install.md docs/security.md docs/usage.md
@@ -135,7 +143,7 @@ install: release
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(AUTOSTARTDIR) \
 	  $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DBUSSERVICEDIR) \
 	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLESDIR) \
-	  $(DESTDIR)$(DOCDIR)/docs
+	  $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(CATALOGDIR)
 	install -m 711 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/xidlelock
 	install -m 755 $(GUARD_BIN) $(DESTDIR)$(LIBEXECDIR)/xidlelock-guard
 	install -m 644 man/xidlelock.1 $(DESTDIR)$(MANDIR)/xidlelock.1
@@ -147,9 +155,11 @@ install: release
 	install -m 644 $(GEN)/_xidlelock $(DESTDIR)$(ZSHCOMPDIR)/_xidlelock
 	install -m 644 $(GEN)/xidlelock.fish $(DESTDIR)$(FISHCOMPDIR)/xidlelock.fish
 	install -m 755 packaging/examples/dim-screen.sh packaging/examples/logout.sh $(DESTDIR)$(EXAMPLESDIR)/
-	install -m 644 packaging/examples/config packaging/examples/policy packaging/examples/policy.stig $(DESTDIR)$(EXAMPLESDIR)/
+	install -m 644 $(EXAMPLEFILES) $(DESTDIR)$(EXAMPLESDIR)/
+	install -m 644 packaging/xidlelock.catalog $(DESTDIR)$(CATALOGDIR)/xidlelock.catalog
 	install -m 644 README.md $(DESTDIR)$(DOCDIR)/README.md
 	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/docs/
+	@if [ -z "$(DESTDIR)" ] && command -v journalctl >/dev/null; then journalctl --update-catalog || true; fi
 	@[ -n "$(DESTDIR)" ] || echo "make install: to guard the sessions under /etc/xidlelock/policy:" \
 	  "systemctl daemon-reload && systemctl enable --now xidlelock-guard.service"
 
@@ -172,12 +182,12 @@ uninstall:
 	  $(DESTDIR)$(FISHCOMPDIR)/xidlelock.fish \
 	  $(DESTDIR)$(EXAMPLESDIR)/dim-screen.sh \
 	  $(DESTDIR)$(EXAMPLESDIR)/logout.sh \
-	  $(DESTDIR)$(EXAMPLESDIR)/config \
-	  $(DESTDIR)$(EXAMPLESDIR)/policy \
-	  $(DESTDIR)$(EXAMPLESDIR)/policy.stig \
+	  $(addprefix $(DESTDIR)$(EXAMPLESDIR)/,$(notdir $(EXAMPLEFILES))) \
+	  $(DESTDIR)$(CATALOGDIR)/xidlelock.catalog \
 	  $(DESTDIR)$(DOCDIR)/README.md \
 	  $(addprefix $(DESTDIR)$(DOCDIR)/,$(DOCS))
-	rmdir $(DESTDIR)$(EXAMPLESDIR) $(DESTDIR)$(dir $(EXAMPLESDIR)) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	rmdir $(DESTDIR)$(EXAMPLESDIR) $(DESTDIR)$(dir $(EXAMPLESDIR)) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) $(DESTDIR)$(CATALOGDIR) 2>/dev/null || true
+	@if [ -z "$(DESTDIR)" ] && command -v journalctl >/dev/null; then journalctl --update-catalog || true; fi
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi
 
 # dist/xidlelock_VERSION_ARCH.deb, from `make install DESTDIR=... PREFIX=/usr`.

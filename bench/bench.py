@@ -667,12 +667,14 @@ def bench_guard(window, samples):
         return {"skipped": missing}
     tmp = tempfile.mkdtemp(prefix="xidlelock-bench-guard-")
     os.chmod(tmp, 0o755)  # nobody reaches its runtime directory and the system bus below
-    for d in ("etc", "run", "ns"):
+    for d in ("etc", "run", "ns", "metrics"):
         os.mkdir(os.path.join(tmp, d), 0o755)
         os.chmod(os.path.join(tmp, d), 0o755)  # the guard wants its run directory root's, 0755
     with open(os.path.join(tmp, "etc", "policy"), "w") as f:
         # A clinic's policy; max-lock-after and the agent's lock time (1h) far beyond the window.
         f.write("secure\nmax-lock-after 1h\nlocker true\non-agent-lost lock\nagent-grace 10s\n")
+        # The textfile for node_exporter on (issue #38): the guard idles with it all the same.
+        f.write(f"metrics-directory {tmp}/metrics\n")
     user = os.path.join(tmp, "user")
     for d, mode in ((user, 0o755), (user + "/home", 0o700), (user + "/runtime", 0o700), (user + "/config", 0o700)):
         os.mkdir(d, mode)
@@ -778,6 +780,9 @@ def bench_guard(window, samples):
                 answered += b'"guarded":true' in reply
         proof = {k: grown(before[k], cpu_ns(pid)) / questions for k, pid in watched.items()}
         alive = {k: p.poll() is None for k, p in (("guard", guard), ("agent", agent))}
+        metrics_file = os.path.join(tmp, "metrics", "xidlelock.prom")
+        metrics = {"written": os.path.exists(metrics_file),
+                   "bytes": os.path.getsize(metrics_file) if os.path.exists(metrics_file) else 0}
         with open(guard_log) as f:
             acted = [line for line in f.read().splitlines() if "started the policy's locker" in line or "logged off" in line]
     finally:
@@ -790,7 +795,7 @@ def bench_guard(window, samples):
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(bindir, ignore_errors=True)
     span = readings[-1][0] - readings[0][0]
-    result = {"window_s": span, "sessions": 1, "memory_kb": memory, "alive": alive, "acted": acted,
+    result = {"window_s": span, "sessions": 1, "memory_kb": memory, "alive": alive, "acted": acted, "metrics_file": metrics,
               "proof": {"questions": questions, "answered_guarded": answered, "cpu_ns_per_question": proof,
                         "cpu_ns_per_idle_minute": {k: v / 10 for k, v in proof.items()}}}
     for k in watched:

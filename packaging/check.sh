@@ -1,7 +1,8 @@
 #!/bin/sh
 # Packaging checks, run by `make test` through `make packaging-check` (after `make deb`):
 #   1. the shell scripts (the .deb's maintainer scripts too), the man page, the
-#      autostart entry and the user and system units lint clean;
+#      autostart entry and the user and system units lint clean, and the example
+#      alert rules pass promtool check rules and their promtool test;
 #   2. the example hooks do what they say (against stub commands);
 #   3. `make install` / `make uninstall` into a scratch DESTDIR put and remove exactly
 #      the documented files, with paths that match PREFIX;
@@ -57,6 +58,15 @@ if have mandoc; then
 fi
 grep -q "^\.TH XIDLELOCK 1 [^ ]* \"xidlelock $version\"" man/xidlelock.1 ||
     fail "man/xidlelock.1: .TH does not name version $version"
+
+# The example alert rules: valid, and proved by their own test file.
+if have promtool; then
+    promtool check rules packaging/examples/xidlelock.rules.yml >/dev/null || fail "promtool check rules packaging/examples/xidlelock.rules.yml"
+    (cd packaging/examples && promtool test rules xidlelock.rules.test.yml) >/dev/null ||
+        fail "promtool test rules packaging/examples/xidlelock.rules.test.yml: $(cd packaging/examples && promtool test rules xidlelock.rules.test.yml 2>&1)"
+else
+    fail "promtool is not installed (the prometheus package: sh .ci/install-packages package)"
+fi
 
 # --- 2. The example hooks, against stubs ------------------------------------------
 
@@ -122,6 +132,7 @@ dest=$scratch/dest
 make --no-print-directory install DESTDIR="$dest" >/dev/null || fail "make install"
 expected="/etc/xdg/autostart/xidlelock.desktop
 /usr/local/bin/xidlelock
+/usr/local/lib/systemd/catalog/xidlelock.catalog
 /usr/local/lib/systemd/system/xidlelock-guard.service
 /usr/local/lib/systemd/user/xidlelock.service
 /usr/local/libexec/xidlelock-guard
@@ -136,9 +147,12 @@ expected="/etc/xdg/autostart/xidlelock.desktop
 /usr/local/share/doc/xidlelock/docs/usage.md
 /usr/local/share/doc/xidlelock/examples/config
 /usr/local/share/doc/xidlelock/examples/dim-screen.sh
+/usr/local/share/doc/xidlelock/examples/doctor-policy.schema.json
 /usr/local/share/doc/xidlelock/examples/logout.sh
 /usr/local/share/doc/xidlelock/examples/policy
 /usr/local/share/doc/xidlelock/examples/policy.stig
+/usr/local/share/doc/xidlelock/examples/xidlelock.rules.test.yml
+/usr/local/share/doc/xidlelock/examples/xidlelock.rules.yml
 /usr/local/share/fish/vendor_completions.d/xidlelock.fish
 /usr/local/share/man/man1/xidlelock.1
 /usr/local/share/zsh/site-functions/_xidlelock"
@@ -178,6 +192,8 @@ for path in ./usr/bin/xidlelock ./usr/libexec/xidlelock-guard ./usr/share/man/ma
     ./usr/share/fish/vendor_completions.d/xidlelock.fish \
     ./usr/share/doc/xidlelock/examples/dim-screen.sh ./usr/share/doc/xidlelock/examples/logout.sh \
     ./usr/share/doc/xidlelock/examples/policy.stig \
+    ./usr/share/doc/xidlelock/examples/xidlelock.rules.yml ./usr/share/doc/xidlelock/examples/xidlelock.rules.test.yml \
+    ./usr/share/doc/xidlelock/examples/doctor-policy.schema.json ./usr/lib/systemd/catalog/xidlelock.catalog \
     ./usr/share/doc/xidlelock/README.md.gz ./usr/share/doc/xidlelock/docs/admin.md.gz \
     ./usr/share/doc/xidlelock/docs/development.md.gz ./usr/share/doc/xidlelock/docs/flags.md.gz \
     ./usr/share/doc/xidlelock/docs/install.md.gz ./usr/share/doc/xidlelock/docs/security.md.gz \
@@ -200,6 +216,13 @@ done
 
 root=$scratch/root
 dpkg -x "$deb" "$root"
+# The catalog compiles as systemd's trigger compiles it on install, with every entry.
+if have journalctl; then
+    journalctl --root="$root" --update-catalog || fail "journalctl --update-catalog on the .deb's catalog"
+    entries=$(journalctl --root="$root" --list-catalog 2>/dev/null | grep -c ' xidlelock: ' || true)
+    [ "$entries" -ge 20 ] || fail "the .deb's catalog has $entries entries, not every MESSAGE_ID's"
+    rm -rf "${root:?}/var"
+fi
 unpacked=$root/usr/bin/xidlelock
 
 # The package names in Depends, without versions or alternatives' bars.

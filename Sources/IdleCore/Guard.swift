@@ -79,8 +79,12 @@ public struct GuardSettings: Equatable, Sendable {
     public var answerWithin = Millis.seconds(1)
     /// How long a LockedHint may read true before the agent's `locked` reaches the guard.
     public var lockedHintGrace = Millis.seconds(1)
+    /// Where the guard keeps its metrics for node_exporter's textfile collector (policy
+    /// `metrics-directory`; nil: none). Debian's prometheus-node-exporter reads this one.
+    public var metricsDirectory: String? = GuardSettings.defaultMetricsDirectory
 
     public static let defaultAgentGrace = Millis.seconds(10)
+    public static let defaultMetricsDirectory = "/var/lib/prometheus/node-exporter"
 
     public init(onAgentLost: AgentLostAction = .lock, agentGrace: Millis = GuardSettings.defaultAgentGrace) {
         self.onAgentLost = onAgentLost
@@ -102,9 +106,11 @@ public struct GuardedSession: Equatable, Sendable {
     /// logind's `Remote` (a VNC server's session; xrdp's says no): guarded all the same,
     /// and said in root's report.
     public var remote: Bool
+    /// logind's `Seat` (`seat0`; empty for a remote session), for the guard's metrics.
+    public var seat: String
 
     public init(id: String, uid: UInt32, userName: String, display: String, active: Bool, lockedHint: Bool = false,
-                remote: Bool = false) {
+                remote: Bool = false, seat: String = "") {
         self.id = id
         self.uid = uid
         self.userName = userName
@@ -112,6 +118,7 @@ public struct GuardedSession: Equatable, Sendable {
         self.active = active
         self.lockedHint = lockedHint
         self.remote = remote
+        self.seat = seat
     }
 }
 
@@ -156,6 +163,21 @@ public enum AgentLoss: Equatable, Sendable, CustomStringConvertible {
         case .lockersFailing(let failures): "the agent's lockers failed \(failures) times within 10m"
         }
     }
+
+    /// The kind of loss in one word, for the guard's metrics (`how`).
+    public var kind: String {
+        switch self {
+        case .ended: "ended"
+        case .stopped: "stopped"
+        case .frozen: "frozen"
+        case .unwatchable: "unwatchable"
+        case .disconnected: "disconnected"
+        case .unresponsive: "unresponsive"
+        case .lockersFailing: "lockers_failing"
+        }
+    }
+
+    public static let kinds = ["ended", "stopped", "frozen", "unwatchable", "disconnected", "unresponsive", "lockers_failing"]
 
     /// Stopped or frozen: the same process may run again (`agentContinued`), and is
     /// still the session's agent until it ends.
@@ -292,9 +314,28 @@ public struct GuardSessionState: Equatable, Sendable {
     }
 }
 
+/// What the guard saw and did since it started, counted where it happens (the
+/// machine), for its metrics.
+public struct GuardCounts: Equatable, Sendable {
+    /// Agents lost, by `AgentLoss.kind`.
+    public var agentsLost: [String: Int] = [:]
+    /// The guard's own lockers started.
+    public var guardLocks = 0
+    /// Sessions the guard logged off.
+    public var logoffs = 0
+    /// Registrations refused (by the edge's checks or the machine).
+    public var refusedRegistrations = 0
+    /// The guard's own lockers that failed (killed, non-zero, returned at once, not started).
+    public var guardLockerFailures = 0
+    /// Failures of their lockers the verified agents said.
+    public var agentLockerFailures = 0
+    public init() {}
+}
+
 public struct GuardMachine: Sendable {
     public let settings: GuardSettings
     public private(set) var sessions: [String: GuardSessionState] = [:]
+    public private(set) var counts = GuardCounts()
     /// The guard's locker exits 0 as an unlock only after it ran this long: the guard
     /// has no X connection and so no grab probe; this is the agent's grab deadline,
     /// by which any locker that locks has grabbed (and no one types a password sooner).
@@ -351,9 +392,11 @@ public struct GuardMachine: Sendable {
             }
         case .agentVerified(let id, let agent):
             guard var state = sessions[id] else {
+                counts.refusedRegistrations += 1
                 return [.refuse(session: id, pid: agent.pid, reason: "session \(id) is not a graphical session the guard watches")]
             }
             if let running = state.agent, running.pid != agent.pid, state.unguarded == nil {
+                counts.refusedRegistrations += 1
                 return [.refuse(session: id, pid: agent.pid, reason: "pid \(running.pid) already guards session \(id)")]
             }
             state.agent = agent
@@ -380,6 +423,7 @@ public struct GuardMachine: Sendable {
                 break
             }
             state.losses = state.losses.filter { now - $0 < settings.repeatWindow } + [now]
+            counts.agentsLost[loss.kind, default: 0] += 1
             state.unguarded = (loss.description, now)
             if !loss.mayContinue { state.agent = nil }
             state.lockerHandedOver = false
@@ -437,6 +481,7 @@ public struct GuardMachine: Sendable {
         case .agentLockerFailed(let id):
             actions += answeredAgain(id, at: now)
             guard var state = sessions[id], state.guarded else { break }
+            counts.agentLockerFailures += 1
             state.agentLockerFailures = state.agentLockerFailures.filter { now - $0 < settings.repeatWindow } + [now]
             state.heard(at: now, settings: settings)
             let failures = state.agentLockerFailures.count
@@ -453,6 +498,7 @@ public struct GuardMachine: Sendable {
                 actions.append(.askAlive(session: id))
             }
         case .lockerStarted(let id, let pid):
+            if sessions[id] != nil { counts.guardLocks += 1 }
             actions += lockerRuns(id, pid: pid, since: now, endUnseen: false,
                                   "started the policy's locker (pid \(pid))", at: now)
         case .lockerCouldNotStart(let id, let reason):
@@ -532,6 +578,13 @@ public struct GuardMachine: Sendable {
 
     static let logindUnreachable = "logind cannot be reached"
 
+    /// A registration the edge refused (its checks of the peer failed): counted, and the
+    /// audit entry that says it.
+    public mutating func refused(pid: Int32, uid: UInt32, reason: String) -> AuditRecord {
+        counts.refusedRegistrations += 1
+        return GuardAudit.refused(pid: pid, uid: uid, reason: reason)
+    }
+
     /// A line from an agent lost as unresponsive: its loop runs again, as after a SIGCONT.
     private mutating func answeredAgain(_ id: String, at now: MonotonicInstant) -> [GuardAction] {
         guard let state = sessions[id], state.lostUnresponsive, state.agent != nil else { return [] }
@@ -566,6 +619,7 @@ public struct GuardMachine: Sendable {
 
     private mutating func logoff(_ id: String, because reason: String, at now: MonotonicInstant) -> [GuardAction] {
         guard var state = sessions[id] else { return [] }
+        counts.logoffs += 1
         state.lastAction = ("logged the session off (\(reason))", now)
         sessions[id] = state
         return [.audit(GuardAudit.acted(state.session, "logging the session off: \(reason)", priority: 3)),
@@ -591,6 +645,7 @@ public struct GuardMachine: Sendable {
 
     private mutating func lockerFailed(_ id: String, _ why: String, at now: MonotonicInstant) -> [GuardAction] {
         guard var state = sessions[id] else { return [] }
+        counts.guardLockerFailures += 1
         state.lockerFailuresInARow += 1
         let failures = state.lockerFailuresInARow
         var actions: [GuardAction] = [.audit(GuardAudit.lockerFailed(state.session, why, failures: failures))]
@@ -781,9 +836,17 @@ extension Policy {
     /// its one rule: an unreadable file or line fails closed (the policy is `secure`, the
     /// lines read are kept). The guard's own settings (its locker, on-agent-lost,
     /// agent-grace) are then those lines' or the defaults: lock, after the default grace.
-    public static func forGuard(from sources: ConfigSources) -> (file: String?, policy: Policy, errors: [String]) {
-        guard let loaded = LoadedPolicy.read(from: sources) else { return (nil, Policy(), []) }
-        return (loaded.path, loaded.policy, loaded.errors)
+    /// `sha256`: the file's fingerprint (hex, as `sha256sum` prints it), of the very bytes
+    /// read; nil when it could not be read.
+    public static func forGuard(from sources: ConfigSources) -> (file: String?, policy: Policy, errors: [String], sha256: String?) {
+        let contents = sources.read(sources.policy)
+        guard let loaded = LoadedPolicy.read(sources.policy, contents) else { return (nil, Policy(), [], nil) }
+        let sha256: String? = switch contents {
+        case .bytes(let bytes): SHA256.hex(bytes)
+        case .text(let text): SHA256.hex(Array(text.utf8))
+        case .missing, .unreadable: nil
+        }
+        return (loaded.path, loaded.policy, loaded.errors, sha256)
     }
 }
 

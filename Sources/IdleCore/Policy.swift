@@ -33,6 +33,9 @@ public struct Policy: Equatable, Sendable {
     /// and after how long.
     public var onAgentLost: AgentLostAction?
     public var agentGrace: Millis?
+    /// Where the guard keeps its metrics file (an absolute directory, or `none`); nil:
+    /// Debian's node_exporter directory.
+    public var metricsDirectory: String?
     /// A requirement of the machine, not of the agent: Yama's `kernel.yama.ptrace_scope`
     /// at least this (`doctor --policy` checks it; nothing here sets a sysctl).
     public var ptraceScope: Int?
@@ -41,8 +44,13 @@ public struct Policy: Equatable, Sendable {
 
     /// The guard's settings this policy makes.
     public var guardSettings: GuardSettings {
-        GuardSettings(onAgentLost: onAgentLost ?? .lock, agentGrace: agentGrace ?? GuardSettings.defaultAgentGrace)
+        var settings = GuardSettings(onAgentLost: onAgentLost ?? .lock, agentGrace: agentGrace ?? GuardSettings.defaultAgentGrace)
+        if let metricsDirectory { settings.metricsDirectory = metricsDirectory == "none" ? nil : metricsDirectory }
+        return settings
     }
+
+    /// Every setting a policy file may hold (`max-lock-after`, …), for the docs' tests.
+    public static var settingNames: [String] { specs.map { String($0.flag.dropFirst(2)) } }
 
     static let specs: [OptionSpec<Policy>] = PolicySwitch.all.map(\.spec) + [
         OptionSpec("--max-lock-after", "DURATION", "The longest lock time allowed; a longer one is clamped to it.") { p, v throws(UsageError) in
@@ -68,6 +76,12 @@ public struct Policy: Equatable, Sendable {
         },
         OptionSpec("--agent-grace", "DURATION", "How long the guard waits for a lost agent to come back before it acts (default 10s); three losses within 10 minutes act at once.") { p, v throws(UsageError) in
             p.agentGrace = try duration(v, for: "agent-grace")
+        },
+        OptionSpec("--metrics-directory", "PATH", "Where the guard keeps its metrics file xidlelock.prom for node_exporter's textfile collector (default /var/lib/prometheus/node-exporter, Debian's); none for no file. Nothing is written where the directory does not exist.") { p, v throws(UsageError) in
+            guard v == "none" || v.hasPrefix("/") else {
+                throw UsageError("metrics-directory: '\(v)' is not an absolute path or none")
+            }
+            p.metricsDirectory = v
         },
         OptionSpec("--ptrace-scope", "N", "The least Yama ptrace scope (kernel.yama.ptrace_scope, 0 to 3) the machine must run with, which doctor --policy checks; at 1 the user can no longer ptrace the lockers of the session. Set by sysctl, not by xidlelock.") { p, v throws(UsageError) in
             guard let scope = Int(v), (0...3).contains(scope) else {
@@ -145,8 +159,11 @@ public struct LoadedPolicy: Equatable, Sendable {
 
     /// nil when there is no policy file.
     public static func read(from sources: ConfigSources) -> LoadedPolicy? {
-        let path = sources.policy
-        let contents = sources.read(path)
+        read(sources.policy, sources.read(sources.policy))
+    }
+
+    /// The policy from the file's contents, read once by the caller.
+    static func read(_ path: String, _ contents: FileContents) -> LoadedPolicy? {
         switch contents {
         case .missing:
             return nil

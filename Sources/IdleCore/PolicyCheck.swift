@@ -164,11 +164,23 @@ public enum PolicyCheck {
             self.status = status
             self.ownership = ownership
             let policy = status["policy"].flatMap { $0 == .null ? nil : $0 }
-            policyFile = policy?["file"]?.string
+            (policyFile, policyErrors, policyReported) = Self.policyReading(status)
             self.policy = Self.values(policy?["settings"])
-            if case .array(let errors)? = policy?["errors"] { policyErrors = errors.compactMap(\.string) } else { policyErrors = [] }
-            policyReported = policy?["settings"] != nil
             settings = Self.values(status["settings"])
+        }
+
+        /// What the status says of the admin's policy: its file, the lines the agent could
+        /// not read, whether it reports the policy's settings. Read alone (the guard's
+        /// metrics ask it of every session at every turn of its loop).
+        static func policyReading(_ status: JSONValue) -> (file: String?, errors: [String], reported: Bool) {
+            let policy = status["policy"].flatMap { $0 == .null ? nil : $0 }
+            let errors: [String] = if case .array(let items)? = policy?["errors"] { items.compactMap(\.string) } else { [] }
+            return (policy?["file"]?.string, errors, policy?["settings"] != nil)
+        }
+
+        /// `policyRequirement`'s verdict from the reading alone.
+        static func policyWhole(file: String?, errors: [String], reported: Bool) -> Bool {
+            file != nil && errors.isEmpty && reported
         }
 
         /// A list of `{name, value}` settings by name; the last of a name wins, as in a file.
@@ -182,6 +194,7 @@ public enum PolicyCheck {
         /// Every profile asks that the admin's policy be in force and read whole: a
         /// requirement met only by the user's own settings is one the user can undo.
         var policyRequirement: PolicyRequirement {
+            let met = Self.policyWhole(file: policyFile, errors: policyErrors, reported: policyReported)
             guard let file = policyFile else {
                 return PolicyRequirement(requirement: "policy", met: false,
                                          detail: "the agent runs without an admin's policy (/etc/xidlelock/policy): every setting is the user's to change")
@@ -194,7 +207,7 @@ public enum PolicyCheck {
                 return PolicyRequirement(requirement: "policy", met: false,
                                          detail: "\(file) is in force, but this agent does not report its settings (an older version): restart it")
             }
-            return PolicyRequirement(requirement: "policy", met: true, detail: "\(file) is in force, every line read")
+            return PolicyRequirement(requirement: "policy", met: met, detail: "\(file) is in force, every line read")
         }
 
         var secureByPolicy: Bool { policy["secure"] != nil }
@@ -334,8 +347,13 @@ public struct GuardCheckReport: Equatable, Sendable {
         return blocks.joined(separator: "\n")
     }
 
+    /// The version of `json`'s shape (docs/admin.md, packaging/doctor-policy.schema.json):
+    /// raised when a field is renamed, removed or changes meaning; a new field keeps it.
+    public static let schemaVersion = 1
+
     public var json: JSONValue {
         .object([
+            ("schema", .number(Double(GuardCheckReport.schemaVersion))),
             ("profile", .string(profile)), ("met", .bool(met)), ("source", .string("guard")),
             ("problem", problem.map { .string($0) } ?? .null),
             ("sessions", .array(sessions.map { s in

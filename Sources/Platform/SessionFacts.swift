@@ -19,7 +19,8 @@ package struct SessionFacts {
             withUnsafeBytes(of: &field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }
         guarded = GuardedSession(id: text(&info.id), uid: info.uid, userName: text(&info.user), display: text(&info.display),
-                                 active: info.active != 0, lockedHint: info.locked_hint != 0, remote: info.remote != 0)
+                                 active: info.active != 0, lockedHint: info.locked_hint != 0, remote: info.remote != 0,
+                                 seat: text(&info.seat))
         type = text(&info.type)
         sessionClass = text(&info.session_class)
         state = text(&info.state)

@@ -53,6 +53,7 @@ public final class GuardService {
     private var displayChecks: [pid_t: String] = [:]
     /// Root's questions waiting for the agents' answers (`proofWanted`).
     private var questions: [GuardConnection] = []
+    private var metricsFile: MetricsFile?
 
     static let runDirectory: String = {
         #if DEBUG
@@ -94,7 +95,7 @@ public final class GuardService {
         }
         agent = try InstalledAgent(path: agentPath)
         let sources = ConfigSources.thisMachine
-        let (file, policy, errors) = Policy.forGuard(from: sources)
+        let (file, policy, errors, policySHA256) = Policy.forGuard(from: sources)
         // Fails closed, as the agents do (they run secure): the guard guards with the lines
         // it could read and its defaults for the rest (lock, after the default grace).
         for error in errors {
@@ -120,6 +121,14 @@ public final class GuardService {
                 carryOut(machine.handle(.tick, at: SystemClock.now().monotonic))
                 answerQuestions()
             })
+            if let directory = machine.settings.metricsDirectory {
+                let started = Int64(time(nil))
+                metricsFile = MetricsFile(directory: directory) { [unowned self] in
+                    GuardMetrics(machine, policyFile: policyFile, policySHA256: policySHA256, policyErrors: errors.count,
+                                 statuses: statuses, logindReachable: logindReachable, startTime: started)
+                }
+                loop.add(metricsFile!)
+            }
         } catch {
             throw .failed("cannot set up the guard's event sources: \(error)")
         }
@@ -383,7 +392,7 @@ public final class GuardService {
 
     private func refuse(_ connection: GuardConnection, _ reason: String, session: String?) {
         Log.limited("registrations of uid \(connection.uid) refused", "refusing the registration of pid \(connection.pid) (uid \(connection.uid))\(session.map { " for session \($0)" } ?? ""): \(reason)")
-        AuditTrail.record(GuardAudit.refused(pid: connection.pid, uid: connection.uid, reason: reason))
+        AuditTrail.record(machine.refused(pid: connection.pid, uid: connection.uid, reason: reason))
         connection.finish(with: .refused(reason))
     }
 
@@ -558,6 +567,7 @@ public final class GuardService {
             // The lockers outlive the guard (never killed: that would unlock), and so do
             // the agents, detached by the kernel as the tracer goes.
             Log.write(.info, "received signal \(signal): stopping; the lockers keep running")
+            metricsFile?.remove()
             exit(0)
         }
         var kind = XIL_WAIT_NONE

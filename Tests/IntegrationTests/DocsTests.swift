@@ -568,3 +568,23 @@ private func docsEventNames() -> [String] {
         #expect(man.contains(key), "man/xidlelock.1 CONTROL SOCKET does not list the status key \(key)")
     }
 }
+
+/// Every setting a policy file may hold (the code's own table) has its entry in the man
+/// page's POLICY section and a row in docs/admin.md's policy table; and no entry there
+/// names a setting the code does not know.
+@Test func docsListEveryPolicySetting() throws {
+    let names = Policy.settingNames
+    #expect(names.contains("metrics-directory") && names.contains("secure"), "\(names)")
+    let tags = docsManTags(try docsManPage(), section: "POLICY").compactMap { $0.split(separator: " ").first.map(String.init) }
+    let admin = try String(contentsOf: docsPackageRoot.appendingPathComponent("docs/admin.md"), encoding: .utf8)
+    let policy = admin.components(separatedBy: "## The policy").dropFirst().first?.components(separatedBy: "\n## ").first ?? ""
+    let rows = policy.split(separator: "\n").filter { $0.hasPrefix("| `") }
+    for name in names {
+        #expect(tags.contains(name), "man/xidlelock.1 POLICY has no entry for the policy setting \(name)")
+        #expect(rows.contains { $0.hasPrefix("| `\(name)") || $0.contains(", `\(name)") || $0.contains("`\(name) ") || $0.contains("`\(name)`") },
+                "docs/admin.md's policy table has no row for \(name)")
+    }
+    for tag in Set(tags) where tag.first?.isLetter == true {
+        #expect(names.contains(tag), "man/xidlelock.1 POLICY documents '\(tag)', which is no policy setting")
+    }
+}

@@ -1,6 +1,7 @@
 // IdleCoreBench: how fast the pure state machine runs simulated days.
 //
 //   IdleCoreBench [--days N] [--repeats R] [--seed S]
+//   IdleCoreBench --guard-metrics SESSIONS [--repeats R]   (GuardMetricsBench.swift)
 //
 // Each simulated day: the laptop resumes from a night's suspend (the lock is due at
 // once), then eight hours of work in segments of activity (input every 20-400 ms,
@@ -183,6 +184,7 @@ func seconds(_ d: Duration) -> Double {
 var days = 100
 var repeats = 5
 var seed: UInt64 = 1
+var guardMetricsSessions: Int?
 var args = CommandLine.arguments.dropFirst()
 while let flag = args.popFirst() {
     guard let value = args.popFirst() else { fatalError("\(flag) needs a value") }
@@ -190,12 +192,14 @@ while let flag = args.popFirst() {
     case "--days": days = Int(value) ?? days
     case "--repeats": repeats = Int(value) ?? repeats
     case "--seed": seed = UInt64(value) ?? seed
+    case "--guard-metrics": guardMetricsSessions = Int(value)
     default: fatalError("unknown flag \(flag)")
     }
 }
 
 let clock = ContinuousClock()
-for feed in [Feed.agent, .every] {
+if let sessions = guardMetricsSessions { guardMetricsBench(sessions: sessions, repeats: repeats) }
+for feed in [Feed.agent, .every] where guardMetricsSessions == nil {
     for r in 0..<repeats {
         var sim = Simulation(feed: feed, seed: seed &+ UInt64(r))
         let start = clock.now

@@ -132,8 +132,9 @@ struct UserDirectories {
 /// (no idle lock of the agent's own during a test), the test locker (which writes its pid
 /// to `user/lockers.pids` once it holds the keyboard and exits 0 when `user/unlock`
 /// appears, not sooner than 1.1 s after its start: no one types a password faster; both
-/// paths the user can write), `agent-grace 2s` and the test's
-/// `on-agent-lost`. The guard's runtime directory is `run/` (XIDLELOCK_TEST_RUN).
+/// paths the user can write), `agent-grace 2s`, the test's `on-agent-lost`, and
+/// `metrics-directory` `metrics/` in the sandbox (made by a test that reads the metrics:
+/// no guard under test writes into the machine's node_exporter directory). The guard's runtime directory is `run/` (XIDLELOCK_TEST_RUN).
 ///
 /// The mock's GetSessionByPID finds a process's session by the `MOCK_LOGIND_SESSION`
 /// variable of the process or an ancestor (bus.py guard-setup): every process of the
@@ -153,6 +154,8 @@ final class GuardSession {
     private var userBus: Process?
 
     var etc: String { s.path("etc") }
+    /// The policy's `metrics-directory` (not made unless a test makes it).
+    var metricsDirectory: String { s.path("metrics") }
     var runDirectory: String { s.path("run") }
     var guardSocket: String { runDirectory + "/guard.sock" }
     var lockersFile: String { user.base + "/lockers.pids" }
@@ -203,6 +206,7 @@ final class GuardSession {
             locker \(locker ?? "\(testLockerBinary) --hold 1100 --pids \(s.path("user/lockers.pids")) --unlock \(s.path("user/unlock"))")
             agent-grace \(guardGrace.components.seconds)s
             on-agent-lost \(onAgentLost)
+            metrics-directory \(s.path("metrics"))
 
             """
         try s.write(policyText, to: "etc/policy")
