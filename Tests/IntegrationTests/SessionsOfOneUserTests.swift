@@ -26,3 +26,124 @@ import Testing
         }
     }
 }
+
+/// Two graphical sessions of the test's user, as a local session beside xrdp's: `c3` on
+/// the sandbox's Xvfb (active) and `c4` on a second Xvfb, both in logind's mock, whose
+/// GetSessionByPID finds a process's session by `MOCK_LOGIND_SESSION` in its (or an
+/// ancestor's) environment, as real logind finds it by the process's cgroup. Both share
+/// the sandbox's one session bus (one user, one `/run/user/UID/bus`) and one runtime
+/// directory, where each agent's control socket is named after its display.
+final class TwoSessions {
+    let s: Sandbox
+    let second: XvfbServer
+    static let first = "c3", other = "c4"
+    var runtime: String { s.path("runtime") }
+
+    private init(_ s: Sandbox, second: XvfbServer) {
+        self.s = s
+        self.second = second
+    }
+
+    static func with(_ body: (TwoSessions) async throws -> Void) async throws {
+        try await Sandbox.with(buses: true) { s in
+            let directory = s.directory.appending(path: "second")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let second = try await XvfbServer(in: directory)
+            let sessions = TwoSessions(s, second: second)
+            do {
+                mkdir(sessions.runtime, 0o700)
+                let name = String(cString: getpwuid(getuid())!.pointee.pw_name)
+                try await s.bus("guard-setup", first, String(getuid()), name, try #require(s.display))
+                try await s.bus("session-add", other, String(getuid()), name, second.display)
+                try await body(sessions)
+            } catch {
+                await second.stop()
+                throw error
+            }
+            await second.stop()
+        }
+    }
+
+    func display(_ session: String) -> String { session == Self.first ? s.display! : second.display }
+
+    /// What every process of `session` has in its environment.
+    func environment(_ session: String) -> [String: String?] {
+        ["DISPLAY": display(session), "XDG_SESSION_ID": session, "MOCK_LOGIND_SESSION": session, "XDG_RUNTIME_DIR": runtime]
+    }
+
+    /// The agent of `session`, on its default socket (the runtime directory's, named after
+    /// its display); waits until it answers.
+    func startAgent(_ session: String, _ arguments: [String]) async throws -> AgentProcess {
+        let agent = try s.startAgent(arguments, environment: environment(session))
+        try await waitUntil("the agent of \(session) to answer", context: { agent.log }) {
+            guard agent.process.isRunning else { throw AgentExited(waitingFor: "its socket", exit: Exit(agent.process), log: agent.log) }
+            return (try? await self.client(session, "status").exit) == .exited(0)
+        }
+        return agent
+    }
+
+    /// `xidlelock ARGUMENTS` run in `session`.
+    func client(_ session: String, _ arguments: String...) async throws -> CommandResult {
+        try await s.run(agentBinary, arguments, environment: environment(session))
+    }
+
+    func status(_ session: String) async throws -> [String: Any] {
+        let result = try await client(session, "status", "--json")
+        guard result.exit == .exited(0), let object = jsonObject(result.stdout) else {
+            throw CommandFailed(command: ["status", "--json"], result: result)
+        }
+        return object
+    }
+
+    /// Runs bus.py as a process of `session`.
+    func bus(_ session: String, _ arguments: String...) async throws -> CommandResult {
+        try await s.run(systemPython, [busScript] + arguments, environment: environment(session))
+    }
+}
+
+extension SessionsOfOneUserTests {
+    // Row 5.
+    @Test("status (and --json) names the logind session and the display each agent of one user answers for")
+    func statusNamesTheSession() async throws {
+        try await TwoSessions.with { t in
+            _ = try await t.startAgent(TwoSessions.first, ["--lock-after", "1h", "--locker", Script.locker])
+            _ = try await t.startAgent(TwoSessions.other, ["--lock-after", "1h", "--locker", Script.locker])
+            for session in [TwoSessions.first, TwoSessions.other] {
+                let named = try await t.status(session)["session"] as? [String: Any]
+                #expect(named?["id"] as? String == session && named?["display"] as? String == t.display(session)
+                        && named?["from"] as? String == "logind", "\(session): \(String(describing: named))")
+                let text = try await t.client(session, "status").stdout
+                #expect(text.contains("session: \(session) on \(t.display(session)) (from logind)"), "\(text)")
+            }
+        }
+    }
+
+    // Row 4.
+    @Test("a lock due at start (X idle past the lock time): its audit entry and its LockedHint name the logind session, learned before the lock")
+    func firstLockNamesTheSession() async throws {
+        try await TwoSessions.with { t in
+            try await t.s.x("xdotool", "key", "shift")
+            try await t.s.waitUntil("1.5 s of X idle") { try await t.s.serverIdle() >= 1500 }
+            let agent = try await t.startAgent(TwoSessions.first, ["--lock-after", "1s", "--locker", Script.grabbingLocker()])
+            _ = try await t.s.waitForLines("lockers.pids")
+            try await agent.waitForLog(containing: "locked: the locker holds the keyboard")
+            let log = agent.log
+            let named = log.range(of: "session \(TwoSessions.first) on \(t.display(TwoSessions.first)), as logind says")
+            let locking = log.range(of: "locking after")
+            #expect(named != nil && locking != nil && named!.lowerBound < locking!.lowerBound, "the session named after the lock\n\(log)")
+            try await t.s.waitUntil("LockedHint true on \(TwoSessions.first)") {
+                let calls = try await t.bus(TwoSessions.first, "locked-hint-calls")
+                return calls.stdout.contains("true")
+            }
+            if AuditTests.journalRuns {
+                let lock = try await AuditTests().waitForJournal(t.s, pid: agent.pid, "lock")["lock"]
+                #expect(lock?["XIDLELOCK_SESSION"] as? String == TwoSessions.first, "\(String(describing: lock))")
+                #expect(lock?["XIDLELOCK_DISPLAY"] as? String == t.display(TwoSessions.first), "\(String(describing: lock))")
+            } else {
+                try await agent.waitForAuditLine(of: "lock")
+                let line = agent.auditLines(of: "lock").first ?? ""
+                #expect(line.contains("XIDLELOCK_SESSION=\"\(TwoSessions.first)\""), "\(line)")
+            }
+        }
+    }
+}

@@ -20,6 +20,8 @@ final class DesktopServices {
         var lockBeforeSleep = true
         /// Some time differs on battery: UPower's OnBattery is followed.
         var followPower = false
+        /// The session logind named at start (else XDG_SESSION_ID's, or the user's display session).
+        var sessionID: String?
     }
 
     private weak var agent: DesktopAgent?

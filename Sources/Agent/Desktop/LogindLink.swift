@@ -98,7 +98,7 @@ final class LogindLink {
         }
         if xil_logind_read_delay_max(bus, callbacks) < 0 { delayLimit = .seconds(5) }
         if settings.lockBeforeSleep { takeSleepDelay() }
-        let id = getenv("XDG_SESSION_ID").map { String(cString: $0) }
+        let id = settings.sessionID ?? getenv("XDG_SESSION_ID").map { String(cString: $0) }
         let r = xil_logind_find_session(bus, callbacks, id)
         if r < 0 { sessionFound(nil, whyNot: String(cString: strerror(-r))) }
         // Its answer is logind's report for the start's wait.
