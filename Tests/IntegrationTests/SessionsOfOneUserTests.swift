@@ -147,3 +147,66 @@ extension SessionsOfOneUserTests {
         }
     }
 }
+
+/// A real i3lock that any typed password unlocks, whose let-go falls before the agent's
+/// look and its exit `exitAfter` ms after that look (Harness/i3lock-preload.c, built
+/// here with cc into the sandbox).
+func preloadedI3lock(_ s: Sandbox, exitAfter: Int) async throws -> String {
+    let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appending(path: "Harness/i3lock-preload.c").path
+    let library = s.path("i3lock-preload.so")
+    let built = try await s.run("cc", ["-shared", "-fPIC", "-o", library, source, "-ldl", "-lxcb"])
+    guard built.exit == .exited(0) else { throw CommandFailed(command: ["cc", source], result: built) }
+    return "exec env LD_PRELOAD=\(library) I3LOCK_PRELOAD_LOG=\(s.path("i3lock.log")) I3LOCK_PRELOAD_EXIT_AFTER_MS=\(exitAfter) i3lock -n"
+}
+
+extension SessionsOfOneUserTests {
+    // Row 2.
+    @Test("a real i3lock unlocked by typing, letting go of the keyboard before the agent's look and exiting 0 1 s later (within the 1.5 s bound): an unlock each time, no error line, no new locker",
+          arguments: [1000])
+    func i3lockLetGoThenExitIsAnUnlock(exitAfter: Int) async throws {
+        try await Sandbox.with { s in
+            // i3lock lets go explicitly (before its exit) when it took the focus from the
+            // active window (_NET_ACTIVE_WINDOW, as a window manager sets it).
+            let window = try await s.x(testWindowBinary, "create", "editor")
+            try await s.x(testWindowBinary, "activate", window)
+            try await s.x("xdotool", "windowfocus", window)
+            let locker = try await preloadedI3lock(s, exitAfter: exitAfter)
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", locker, "--on-unlock", "echo >> unlocks"])
+            _ = try await s.startEvents()
+            for round in 1...2 {
+                #expect(try await s.client("lock").exit == .exited(0))
+                let pid = try await s.waitForCoveringLocker()
+                #expect(ProcInfo.name(pid) == "i3lock", "the locker is \(ProcInfo.name(pid) ?? "gone")")
+                try await s.x("xdotool", "type", "x")
+                try await s.x("xdotool", "key", "Return")
+                try await s.waitUntil("unlock \(round)", timeout: .seconds(30)) { s.lines("unlocks").count == round }
+            }
+            let notes = s.lines("i3lock.log")
+            print("figure: real i3lock, let-go, the agent's look, exit 0 \(exitAfter) ms after the look: \(notes)")
+            #expect(notes.filter { $0.hasPrefix("probed") }.count == 2, "the agent never looked between a let-go and the exit: \(notes)")
+            #expect(!agent.log.contains("error:"), "\(agent.log)")
+            #expect(!agent.log.contains("never grabbed"), "\(agent.log)")
+            #expect(!agent.log.contains("(attempt 2)"), "a new locker started\n\(agent.log)")
+            #expect(s.events("locker-not-covering").isEmpty && s.events("locker-failed").isEmpty, "\(s.contents("events"))")
+            #expect(agent.count(of: "unlocked after") == 2, "\(agent.log)")
+        }
+    }
+
+    @Test("without a policy: a locker that lets go and is still running past the 1.5 s bound is not covering (an error, LockedHint false); its later exit 0 unlocks without saying it never grabbed")
+    func letGoPastTheBound() async throws {
+        try await Sandbox.with(buses: true) { s in
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker",
+                                                          "exec \(testLockerBinary) --let-go-after 500 --let-go-file let-go --exit-after-probe 2500"])
+            #expect(try await s.client("lock").exit == .exited(0))
+            _ = try await s.waitForCoveringLocker()
+            try await agent.waitForLog(containing: "unlocked after", timeout: .seconds(30))
+            let letGo = s.lines("let-go")
+            #expect(letGo.count == 2 && letGo[1].hasPrefix("probed"), "\(letGo)")
+            #expect(agent.log.contains("error: the locker let go of the keyboard after holding it for"), "\(agent.log)")
+            #expect(agent.log.contains("(the locker had let go of the keyboard before it exited)"), "\(agent.log)")
+            #expect(!agent.log.contains("never grabbed"), "\(agent.log)")
+            let hints = try await s.lockedHintCalls()
+            #expect(Array(hints.prefix(2)) == [true, false], "\(hints)")
+        }
+    }
+}
