@@ -605,4 +605,6 @@ extension Agent: DesktopAgent {
     func holds(from source: InhibitorSource) -> Bool { machine.inhibitors.contains { $0.source == source } }
 
     func addSource(_ source: EventSource) { loop.add(source) }
+
+    var holdRouting: HoldRouting? { desktop?.routing }
 }

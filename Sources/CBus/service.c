@@ -312,6 +312,39 @@ int xil_call_return_string(struct xil_call *call, const char *value) {
     return p_sd_bus_reply_method_return(call->m, out, value);
 }
 
+/* A call answered later: the message kept (and the method's return type), the call
+ * itself counted as answered. */
+struct xil_deferred {
+    sd_bus_message *m;
+    char out[XIL_SERVICE_VALUES_MAX + 1];
+};
+
+struct xil_deferred *xil_call_defer(struct xil_call *call) {
+    if (call->answered) return NULL;
+    struct xil_deferred *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    call->answered = 1;
+    d->m = p_sd_bus_message_ref(call->m);
+    snprintf(d->out, sizeof d->out, "%s", call->method->out);
+    return d;
+}
+
+int xil_deferred_return(struct xil_deferred *d, uint32_t value) {
+    int r = !*d->out ? p_sd_bus_reply_method_return(d->m, "")
+            : (*d->out == 's' || *d->out == 'o') ? reply_error(d->m, "org.freedesktop.DBus.Error.Failed", "no value")
+            : p_sd_bus_reply_method_return(d->m, d->out, value);
+    p_sd_bus_message_unref(d->m);
+    free(d);
+    return r;
+}
+
+int xil_deferred_fail(struct xil_deferred *d, const char *error, const char *message) {
+    int r = reply_error(d->m, error, message);
+    p_sd_bus_message_unref(d->m);
+    free(d);
+    return r;
+}
+
 int xil_call_fail(struct xil_call *call, const char *error, const char *message) {
     if (call->answered) return -EALREADY;
     call->answered = 1;

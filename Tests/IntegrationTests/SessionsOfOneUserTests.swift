@@ -210,3 +210,127 @@ extension SessionsOfOneUserTests {
         }
     }
 }
+
+extension TwoSessions {
+    /// `bus.py ss-inhibit` as a player of `session`, holding until `until` exists (then
+    /// `--uninhibit` if asked); returns once it printed its cookie (or failed).
+    func startPlayer(_ session: String, until: String, uninhibit: Bool = false) async throws -> (process: Process, output: String) {
+        let output = "player-\(session)-\(until)"
+        let process = try s.startBackground(systemPython, [busScript, "ss-inhibit", "/org/freedesktop/ScreenSaver", "player-\(session)", "film",
+                                                           "--until", until] + (uninhibit ? ["--uninhibit"] : []),
+                                            output: output, environment: environment(session))
+        try await s.waitUntil("the player of \(session) to be answered") { !s.lines(output).isEmpty || !process.isRunning }
+        return (process, output)
+    }
+
+    func inhibitors(_ session: String) async throws -> [[String: Any]] {
+        try await status(session)["inhibitors"] as? [[String: Any]] ?? []
+    }
+}
+
+extension SessionsOfOneUserTests {
+    // Row 1.
+    @Test("one user, two sessions, one session bus: a player's Inhibit holds the session it plays in, whichever agent owns org.freedesktop.ScreenSaver; the other session locks on time; a session with no agent is refused by name")
+    func holdHoldsTheCallersSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let owner = try await t.startAgent(first, ["--lock-after", "1h", "--locker", Script.locker])
+            try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            let second = try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.locker])
+            try await second.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+
+            // A film in the second session: its agent holds it, the owner holds nothing.
+            let (player, output) = try await t.startPlayer(other, until: "stop-film")
+            let cookie = try #require(Int(t.s.lines(output).first ?? ""), "the player's Inhibit: \(t.s.contents(output))\n\(owner.log)")
+            let held = try await t.inhibitors(other)
+            #expect(held.count == 1 && held.first?["source"] as? String == "dbus" && held.first?["id"] as? Int == cookie
+                    && (held.first?["who"] as? String)?.contains("passed on by") == true, "\(held)")
+            #expect(try await t.inhibitors(first).isEmpty, "the owner holds its own session for the other's film")
+            #expect(try await t.status(first)["state"] as? String == "active")
+            #expect(owner.log.contains("passed on to the agent of session \(other)"), "\(owner.log)")
+
+            // Its end (the player leaves the bus) ends the hold over there.
+            t.s.touch("stop-film")
+            _ = try await player.waitForExit("the player")
+            try await t.s.waitUntil("the second session's hold to end") { try await t.inhibitors(other).isEmpty }
+
+            // UnInhibit of a hold passed on ends it too.
+            let (_, output2) = try await t.startPlayer(other, until: "stop-film-2", uninhibit: true)
+            #expect(Int(t.s.lines(output2).first ?? "") != nil, "\(t.s.contents(output2))")
+            try await t.s.waitUntil("the second hold") { try await t.inhibitors(other).count == 1 }
+            t.s.touch("stop-film-2")
+            try await t.s.waitUntil("the UnInhibit") { t.s.lines(output2).contains("uninhibited") }
+            try await t.s.waitUntil("the second session's hold to end by UnInhibit") { try await t.inhibitors(other).isEmpty }
+
+            // A film in the owner's own session is held there, as ever.
+            let (_, output3) = try await t.startPlayer(first, until: "stop-film-3")
+            #expect(Int(t.s.lines(output3).first ?? "") != nil, "\(t.s.contents(output3))")
+            let ownHeld = try await t.inhibitors(first), otherHeld = try await t.inhibitors(other)
+            #expect(ownHeld.count == 1 && otherHeld.isEmpty, "\(ownHeld) \(otherHeld)")
+            t.s.touch("stop-film-3")
+
+            // A session of the user with no agent: refused, naming it.
+            try await t.s.bus("session-add", "c5", String(getuid()), "someone", ":77")
+            let lonely = try await t.bus("c5", "ss", "/org/freedesktop/ScreenSaver", "Inhibit", "player-c5", "film")
+            #expect(lonely.exit != .exited(0) && lonely.stderr.contains("org.freedesktop.DBus.Error.AccessDenied")
+                    && lonely.stderr.contains("session c5") && lonely.stderr.contains("no xidlelock agent answers"), "\(lonely.stderr)")
+
+            // doctor, in each session, says which agent serves the names on the shared bus.
+            let doctorOther = try await t.client(other, "doctor")
+            #expect(doctorOther.stdout.contains("served by the xidlelock agent of another session"), "\(doctorOther.stdout)")
+            let doctorFirst = try await t.client(first, "doctor")
+            #expect(doctorFirst.stdout.contains("for session \(first); a hold of another session's program is passed on"), "\(doctorFirst.stdout)")
+        }
+    }
+
+    @Test("a film in one session holds that session only: the other locks on time, whichever session's agent owns the bus's names")
+    func otherSessionLocksOnTime() async throws {
+        for ownerSession in [TwoSessions.first, TwoSessions.other] {
+            try await TwoSessions.with { t in
+                let filmSession = ownerSession == TwoSessions.first ? TwoSessions.other : TwoSessions.first
+                let lockAfter = 4000
+                for session in [ownerSession, filmSession] {
+                    _ = try await t.s.run("xdotool", ["key", "shift"], environment: t.environment(session))
+                    let agent = try await t.startAgent(session, ["--lock-after", "\(lockAfter)ms", "--locker", "echo locked > locked-\(session); exec sleep 60"])
+                    try await agent.waitForLog(containing: session == ownerSession ? "serving org.freedesktop.ScreenSaver" : "org.freedesktop.ScreenSaver is ")
+                }
+                // The film plays in the session whose agent does not own the name, or does.
+                let (_, output) = try await t.startPlayer(filmSession, until: "stop")
+                #expect(Int(t.s.lines(output).first ?? "") != nil, "\(t.s.contents(output))")
+                try await t.s.waitUntil("the session without a film to lock", timeout: .seconds(30)) {
+                    t.s.exists("locked-\(ownerSession)")
+                }
+                var filmStatus: [String: Any] = [:]
+                try await t.s.waitUntil("the film's session idle past the lock time") {
+                    filmStatus = try await t.status(filmSession)
+                    return filmStatus["idle_ms"] as? Int ?? 0 >= lockAfter + 1000
+                }
+                #expect(!t.s.exists("locked-\(filmSession)") && filmStatus["state"] as? String == "inhibited", "\(filmStatus)")
+                t.s.touch("stop")
+            }
+        }
+    }
+
+    @Test("a pass-on request from a program that does not own the service's name is refused: the socket's door is the user's, the service's is the bus's owner's")
+    func passOnFromAnotherProgramIsRefused() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let owner = try await t.startAgent(first, ["--lock-after", "1h", "--locker", Script.locker])
+            try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            let second = try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.locker])
+            try await second.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+            // The user's own program, naming a real process of the second session.
+            let socket = "\(t.runtime)/xidlelock/\(t.display(other).dropFirst()).sock"
+            let script = """
+            import json, os, socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sys.argv[1])
+            s.sendall((json.dumps({"v": 1, "cmd": "pass-on", "source": "dbus", "pid": int(sys.argv[2]), "who": "a film", "why": "forged"}) + "\\n").encode())
+            print(s.makefile().readline().strip())
+            """
+            let forged = try await t.s.run(systemPython, ["-c", script, socket, String(second.pid)], environment: t.environment(other))
+            #expect(forged.stdout.contains("only the program that owns"), "\(forged.stdout)\(forged.stderr)")
+            #expect(try await t.inhibitors(other).isEmpty)
+        }
+    }
+}

@@ -190,6 +190,14 @@ final class LogindLink {
         _ = xil_logind_session_hint(bus, callbacks, sessionPath, which, value ? 1 : 0)
     }
 
+    /// logind's session of a process of this user (for one in no session, a user
+    /// unit's, the user's display session), asked without waiting; false when logind
+    /// cannot be asked now (no system bus, no logind, `--no-logind`).
+    func askSession(ofProcess pid: UInt32, _ answer: @escaping (LogindQuestions.SessionAnswer) -> Void) -> Bool {
+        guard let bus, settings.useLogind, sessionPath != nil else { return false }
+        return LogindQuestions.session(ofProcess: pid_t(bitPattern: pid), uid: getuid(), on: bus, answer) == nil
+    }
+
     func statusFields(systemReady: Bool) -> [(String, JSONValue)] {
         [
             ("logind_session", sessionPath.map { .string($0) } ?? .null),
