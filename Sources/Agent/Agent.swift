@@ -184,8 +184,10 @@ public final class Agent {
     /// Out of a policy: logind's name for the session of the display the agent watches
     /// (asked as under a policy, within 2 s), the environment left as the user set it.
     static func observedSession() -> AgentSession {
-        let session = AgentSession.observe(logind: askLogindOwnSession(), unavailable: logindUnavailable, environment: SocketPath.environment)
-        for problem in session.problems { Log.write(.info, "session: \(problem)") }
+        let logind = askLogindOwnSession()
+        let session = AgentSession.observe(logind: logind, unavailable: logindUnavailable, environment: SocketPath.environment)
+        // Without logind, the desktop's buses say why once (status has it too).
+        for problem in session.problems { Log.write(logind == nil ? .debug : .info, "session: \(problem)") }
         if session.fromLogind { Log.write(.info, "session \(session.id) on \(session.display), as logind says") }
         return session
     }

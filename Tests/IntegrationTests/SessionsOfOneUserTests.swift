@@ -334,3 +334,30 @@ extension SessionsOfOneUserTests {
         }
     }
 }
+
+extension SessionsOfOneUserTests {
+    // Row 1, MPRIS.
+    @Test("--not-when-playing with two sessions of one user: a player playing in one session holds that session's agent only (the player's pid placed by logind)")
+    func playerHoldsItsOwnSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let agents = [try await t.startAgent(first, ["--lock-after", "1h", "--locker", Script.locker, "--not-when-playing"]),
+                          try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.locker, "--not-when-playing"])]
+            for agent in agents { try await agent.waitForLog(containing: "following the media players") }
+            let player = try await MprisPlayer("film", in: t.s, environment: t.environment(other))
+            try await t.s.waitUntil("the player's hold in \(other)") {
+                try await t.inhibitors(other).contains { $0["source"] as? String == "playing" }
+            }
+            // The first agent has seen the same player, and logind's answer, by now: a
+            // player of its own session would be held within the same moment.
+            let mine = try await MprisPlayer("mine", in: t.s, environment: t.environment(first))
+            try await t.s.waitUntil("its own player's hold in \(first)") {
+                try await t.inhibitors(first).contains { $0["source"] as? String == "playing" }
+            }
+            let held = try await t.inhibitors(first)
+            #expect(held.count == 1 && (held.first?["who"] as? String)?.contains("\(mine.pid)") == true, "\(held)")
+            let otherHeld = try await t.inhibitors(other)
+            #expect(otherHeld.count == 1 && (otherHeld.first?["who"] as? String)?.contains("\(player.pid)") == true, "\(otherHeld)")
+        }
+    }
+}

@@ -143,6 +143,34 @@ final class HoldRouting {
         for hold in passedOn.removeValue(forKey: owner) ?? [] { hold.close() }
     }
 
+    // MARK: Processes (MPRIS players): each agent counts only its own session's
+
+    /// Where each player's process runs: in this agent's session or not.
+    private var processes: [UInt32: Bool] = [:]
+    private var processesAsked: Set<UInt32> = []
+
+    /// Whether process `pid` runs in this agent's session: nil while logind is asked
+    /// (`then` runs once it answered), true where logind cannot tell (as before
+    /// sessions were told apart). `keeping`: the pids still worth remembering (the
+    /// players on the bus now), so that what is remembered stays bounded.
+    func inOwnSession(pid: UInt32, keeping: Set<UInt32>, then: @escaping () -> Void) -> Bool? {
+        processes = processes.filter { keeping.contains($0.key) }
+        if let known = processes[pid] { return known }
+        guard !processesAsked.contains(pid) else { return nil }
+        let asked = logind.askSession(ofProcess: pid) { [weak self] answer in
+            guard let self else { return }
+            processesAsked.remove(pid)
+            switch answer {
+            case .success(let facts): processes[pid] = facts.guarded.id == ownSession || facts.guarded.id.isEmpty
+            case .failure: processes[pid] = true
+            }
+            then()
+        }
+        guard asked else { return true }
+        processesAsked.insert(pid)
+        return nil
+    }
+
     /// For status: the holds passed on now, each with the session it holds.
     var statusFields: [(String, JSONValue)] {
         [("own_session", .string(ownSession)),
