@@ -85,6 +85,7 @@ final class DesktopServices {
             said.say("lost-session", .warning, "lost the session bus (\(why)): \(servedNames) \(services.count == 1 ? "is" : "are") not served until it is back; locking goes on")
             // Their callers can no longer end their inhibitors: they end now (fail closed).
             nameStates = [:]
+            routing?.busLost()
             for service in services {
                 for object in [service.bus] + service.also { object.forget() }
                 agent?.request(.sourceLost(type(of: service).source))

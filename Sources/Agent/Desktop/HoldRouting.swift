@@ -45,6 +45,9 @@ final class HoldRouting {
     /// `here` holds it in this agent (and says the cookie, or why not).
     func inhibit(_ call: BusCall, owner: HoldOwner, who: String, why: String, here: @escaping () -> BusReply) -> BusReply {
         if case .here? = placements[owner] { return here() }
+        guard placements[owner] != nil || waitingCount < Self.waitingMax else {
+            return .refused("too many holds wait for logind to tell their callers' sessions")
+        }
         if placements[owner] == nil && waiting[owner] == nil {
             let asked = call.pid != 0 && logind.askSession(ofProcess: call.pid) { [weak self] answer in self?.placed(owner, answer) }
             guard asked else {
@@ -52,9 +55,6 @@ final class HoldRouting {
                 return here()
             }
             waiting[owner] = []
-        }
-        guard waitingCount < Self.waitingMax || placements[owner] != nil else {
-            return .refused("too many holds wait for logind to tell their callers' sessions")
         }
         guard passedOn[owner, default: []].count < HoldLimits.perClient else { return .refused("too many inhibitors") }
         guard let deferred = call.deferred() else { return .refused("out of memory") }
@@ -136,6 +136,16 @@ final class HoldRouting {
         return true
     }
 
+    /// The session bus is gone: no caller can end what it holds any more, so what was
+    /// passed on ends (fail closed), and what waits for logind is answered on no bus.
+    func busLost() {
+        placements = [:]
+        waiting = [:]
+        waitingCount = 0
+        for hold in passedOn.values.joined() { hold.close() }
+        passedOn = [:]
+    }
+
     /// The caller left the bus: what it passed on ends, and so does what waits for logind.
     func callerGone(_ owner: HoldOwner) {
         placements[owner] = nil
@@ -151,10 +161,8 @@ final class HoldRouting {
 
     /// Whether process `pid` runs in this agent's session: nil while logind is asked
     /// (`then` runs once it answered), true where logind cannot tell (as before
-    /// sessions were told apart). `keeping`: the pids still worth remembering (the
-    /// players on the bus now), so that what is remembered stays bounded.
-    func inOwnSession(pid: UInt32, keeping: Set<UInt32>, then: @escaping () -> Void) -> Bool? {
-        processes = processes.filter { keeping.contains($0.key) }
+    /// sessions were told apart).
+    func inOwnSession(pid: UInt32, then: @escaping () -> Void) -> Bool? {
         if let known = processes[pid] { return known }
         guard !processesAsked.contains(pid) else { return nil }
         let asked = logind.askSession(ofProcess: pid) { [weak self] answer in
@@ -169,6 +177,12 @@ final class HoldRouting {
         guard asked else { return true }
         processesAsked.insert(pid)
         return nil
+    }
+
+    /// Forgets the processes but these (the players on the bus now): what is
+    /// remembered stays bounded.
+    func keepProcesses(_ pids: Set<UInt32>) {
+        processes = processes.filter { pids.contains($0.key) }
     }
 
     /// For status: the holds passed on now, each with the session it holds.
