@@ -269,6 +269,17 @@ extension SessionsOfOneUserTests {
             #expect(ownHeld.count == 1 && otherHeld.isEmpty, "\(ownHeld) \(otherHeld)")
             t.s.touch("stop-film-3")
 
+            // The same for org.freedesktop.PowerManagement (VLC, OBS, LibreOffice).
+            let pmOutput = "pm-\(other)"
+            _ = try t.s.startBackground(systemPython, [busScript, "pm-inhibit", "org.freedesktop.PowerManagement", "vlc", "film", "--until", "stop-pm"],
+                                        output: pmOutput, environment: t.environment(other))
+            try await t.s.waitUntil("PowerManagement's answer") { !t.s.lines(pmOutput).isEmpty }
+            let pmHeld = try await t.inhibitors(other)
+            #expect(pmHeld.count == 1 && pmHeld.first?["source"] as? String == "power-management", "\(pmHeld)\n\(t.s.contents(pmOutput))")
+            #expect(try await t.inhibitors(first).filter { $0["source"] as? String == "power-management" }.isEmpty)
+            t.s.touch("stop-pm")
+            try await t.s.waitUntil("the PowerManagement hold to end") { try await t.inhibitors(other).isEmpty }
+
             // A session of the user with no agent: refused, naming it.
             try await t.s.bus("session-add", "c5", String(getuid()), "someone", ":77")
             let lonely = try await t.bus("c5", "ss", "/org/freedesktop/ScreenSaver", "Inhibit", "player-c5", "film")
