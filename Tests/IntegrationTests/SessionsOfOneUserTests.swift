@@ -212,6 +212,17 @@ extension SessionsOfOneUserTests {
 }
 
 extension TwoSessions {
+    /// The first session's agent (it owns the session bus's names, started first), then
+    /// the second's, each with a lock time of an hour; returns once both have had the
+    /// bus's answer for org.freedesktop.ScreenSaver.
+    func startBothAgents() async throws -> (owner: AgentProcess, second: AgentProcess) {
+        let owner = try await startAgent(Self.first, ["--lock-after", "1h", "--locker", Script.locker])
+        try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+        let second = try await startAgent(Self.other, ["--lock-after", "1h", "--locker", Script.locker])
+        try await second.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+        return (owner, second)
+    }
+
     /// `bus.py ss-inhibit` as a player of `session`, holding until `until` exists (then
     /// `--uninhibit` if asked); returns once it printed its cookie (or failed).
     func startPlayer(_ session: String, until: String, uninhibit: Bool = false) async throws -> (process: Process, output: String) {
@@ -234,10 +245,7 @@ extension SessionsOfOneUserTests {
     func holdHoldsTheCallersSession() async throws {
         try await TwoSessions.with { t in
             let (first, other) = (TwoSessions.first, TwoSessions.other)
-            let owner = try await t.startAgent(first, ["--lock-after", "1h", "--locker", Script.locker])
-            try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
-            let second = try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.locker])
-            try await second.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+            let (owner, _) = try await t.startBothAgents()
 
             // A film in the second session: its agent holds it, the owner holds nothing.
             let (player, output) = try await t.startPlayer(other, until: "stop-film")
@@ -325,11 +333,8 @@ extension SessionsOfOneUserTests {
     @Test("a pass-on request from a program that does not own the service's name is refused: the socket's door is the user's, the service's is the bus's owner's")
     func passOnFromAnotherProgramIsRefused() async throws {
         try await TwoSessions.with { t in
-            let (first, other) = (TwoSessions.first, TwoSessions.other)
-            let owner = try await t.startAgent(first, ["--lock-after", "1h", "--locker", Script.locker])
-            try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
-            let second = try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.locker])
-            try await second.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+            let other = TwoSessions.other
+            let (_, second) = try await t.startBothAgents()
             // The user's own program, naming a real process of the second session.
             let socket = "\(t.runtime)/xidlelock/\(t.display(other).dropFirst()).sock"
             let script = """
