@@ -377,3 +377,29 @@ extension SessionsOfOneUserTests {
         }
     }
 }
+
+extension SessionsOfOneUserTests {
+    @Test("the agent of the session that stays takes over the session bus's names when the owner's session ends: its players are held there, and the ended session's are refused")
+    func namesTakenOverWhenTheOwnerEnds() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let (owner, second) = try await t.startBothAgents()
+            let (_, before) = try await t.startPlayer(other, until: "stop-before")
+            #expect(Int(t.s.lines(before).first ?? "") != nil, "\(t.s.contents(before))")
+            try await t.s.waitUntil("the passed-on hold") { try await t.inhibitors(other).count == 1 }
+            owner.terminate()
+            _ = try await owner.waitForExit()
+            // What the ended agent passed on ended with it; the name is the second's now.
+            try await t.s.waitUntil("the passed-on hold to end with its agent") { try await t.inhibitors(other).isEmpty }
+            try await second.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            let (_, after) = try await t.startPlayer(other, until: "stop-after")
+            #expect(Int(t.s.lines(after).first ?? "") != nil, "\(t.s.contents(after))")
+            let held = try await t.inhibitors(other)
+            #expect(held.count == 1 && (held.first?["who"] as? String)?.contains("passed on") == false, "\(held)")
+            let orphan = try await t.bus(first, "ss", "/org/freedesktop/ScreenSaver", "Inhibit", "player-c3", "film")
+            #expect(orphan.exit != .exited(0) && orphan.stderr.contains("session \(first)"), "\(orphan.stderr)")
+            t.s.touch("stop-before")
+            t.s.touch("stop-after")
+        }
+    }
+}
