@@ -255,7 +255,7 @@ extension SessionsOfOneUserTests {
                     && (held.first?["who"] as? String)?.contains("passed on by") == true, "\(held)")
             #expect(try await t.inhibitors(first).isEmpty, "the owner holds its own session for the other's film")
             #expect(try await t.status(first)["state"] as? String == "active")
-            #expect(owner.log.contains("passed on to the agent of session \(other)"), "\(owner.log)")
+            #expect(owner.log.contains("passed on to the agent of logind session \(other)"), "\(owner.log)")
 
             // Its end (the player leaves the bus) ends the hold over there.
             t.s.touch("stop-film")
@@ -400,6 +400,23 @@ extension SessionsOfOneUserTests {
             #expect(orphan.exit != .exited(0) && orphan.stderr.contains("session \(first)"), "\(orphan.stderr)")
             t.s.touch("stop-before")
             t.s.touch("stop-after")
+        }
+    }
+}
+
+extension SessionsOfOneUserTests {
+    @Test("org.freedesktop.ScreenSaver.Lock (xdg-screensaver lock) from a program of the second session locks the second session, not the owner's")
+    func lockLocksTheCallersSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let owner = try await t.startAgent(first, ["--lock-after", "1h", "--locker", "echo > locked-\(first); exec sleep 60"])
+            try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            let second = try await t.startAgent(other, ["--lock-after", "1h", "--locker", "echo > locked-\(other); exec sleep 60"])
+            try await second.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+            let lock = try await t.bus(other, "ss", "/org/freedesktop/ScreenSaver", "Lock")
+            #expect(lock.exit == .exited(0), "\(lock.stderr)")
+            try await t.s.waitUntil("the second session's locker") { t.s.exists("locked-\(other)") }
+            #expect(!t.s.exists("locked-\(first)"), "the owner's session was locked for the other's Lock\n\(owner.log)")
         }
     }
 }

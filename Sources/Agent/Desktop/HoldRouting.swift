@@ -44,9 +44,41 @@ final class HoldRouting {
 
     /// `here` holds it in this agent (and says the cookie, or why not).
     func inhibit(_ call: BusCall, owner: HoldOwner, who: String, why: String, here: @escaping () -> BusReply) -> BusReply {
+        guard passedOn[owner, default: []].count < HoldLimits.perClient else { return .refused("too many inhibitors") }
+        let pid = call.pid
+        return routed(call, owner, here: here) { [weak self] session, socket, deferred in
+            self?.passOn(owner, pid: pid, who: who, why: why, to: session, socket, deferred)
+        }
+    }
+
+    /// org.freedesktop.ScreenSaver.Lock (`xdg-screensaver lock`) locks the caller's
+    /// session: passed on to its agent as the socket's `lock`.
+    func lock(_ call: BusCall, owner: HoldOwner, here: @escaping () -> BusReply) -> BusReply {
+        routed(call, owner, here: here) { [weak self] session, socket, deferred in
+            guard let self else { return deferred.answer(.refused("the agent is stopping")) }
+            let peer = PeerHold(request: ControlRequest.lock.line)
+            peer.onAnswer = { [weak peer] answer in
+                peer?.close()
+                switch answer {
+                case .success: deferred.answer(.done)
+                case .failure(let why): deferred.answer(.refused("the caller runs in \(session), whose agent did not lock: \(why)"))
+                }
+            }
+            if let failure = peer.connect(to: socket) {
+                return deferred.answer(.refused("the caller runs in \(session), where no xidlelock agent answers (\(failure))"))
+            }
+            if !peer.isFinished { agent?.addSource(peer) }
+        }
+    }
+
+    /// Carries out a call where its caller runs: `here` in this agent's session (at once
+    /// where the caller's place is known already), else `elsewhere` with that session
+    /// (in words), its agent's socket and the call to answer, once logind said.
+    private func routed(_ call: BusCall, _ owner: HoldOwner, here: @escaping () -> BusReply,
+                        elsewhere: @escaping (String, String, DeferredCall) -> Void) -> BusReply {
         if case .here? = placements[owner] { return here() }
         guard placements[owner] != nil || waitingCount < Self.waitingMax else {
-            return .refused("too many holds wait for logind to tell their callers' sessions")
+            return .refused("too many calls wait for logind to tell their callers' sessions")
         }
         if placements[owner] == nil && waiting[owner] == nil {
             let asked = call.pid != 0 && logind.askSession(ofProcess: call.pid) { [weak self] answer in self?.placed(owner, answer) }
@@ -56,12 +88,16 @@ final class HoldRouting {
             }
             waiting[owner] = []
         }
-        guard passedOn[owner, default: []].count < HoldLimits.perClient else { return .refused("too many inhibitors") }
         guard let deferred = call.deferred() else { return .refused("out of memory") }
         let pid = call.pid
         let carryOut = { [weak self] in
             guard let self else { return deferred.answer(.refused("the agent is stopping")) }
-            route(owner, pid: pid, who: who, why: why, deferred, here: here)
+            guard case .session(let id, let display)? = placements[owner] else { return deferred.answer(here()) }
+            let session = "logind session \(ClientText.sanitized(id, maxBytes: 64)) (display \(ClientText.sanitized(display, maxBytes: 64)))"
+            guard let socket = SocketPath.ofDisplay(display) else {
+                return deferred.answer(.refused("the caller (pid \(pid)) runs in \(session), not in this agent's session \(ownSession), and that session has no X display"))
+            }
+            elsewhere(session, socket, deferred)
         }
         if placements[owner] != nil {
             carryOut()
@@ -88,23 +124,22 @@ final class HoldRouting {
         for call in calls { call() }
     }
 
-    private func route(_ owner: HoldOwner, pid: UInt32, who: String, why: String, _ deferred: DeferredCall,
-                       here: @escaping () -> BusReply) {
-        guard case .session(let id, let display)? = placements[owner] else { return deferred.answer(here()) }
-        let session = "session \(ClientText.sanitized(id, maxBytes: 64)) (display \(ClientText.sanitized(display, maxBytes: 64)))"
-        let noAgent = "the caller (pid \(pid)) runs in logind \(session), not in this agent's session \(ownSession)"
-        guard let socket = SocketPath.ofDisplay(display) else {
-            return deferred.answer(.refused("\(noAgent), which has no X display to hold"))
-        }
-        let request = ControlRequest.passOn(source: owner.source, pid: pid, who: who, why: why).line
-        let hold = PeerHold(request: request)
+    private func passOn(_ owner: HoldOwner, pid: UInt32, who: String, why: String, to session: String, _ socket: String,
+                        _ deferred: DeferredCall) {
+        let noAgent = "the caller (pid \(pid)) runs in \(session), not in this agent's session \(ownSession)"
+        let hold = PeerHold(request: ControlRequest.passOn(source: owner.source, pid: pid, who: who, why: why).line)
         hold.onAnswer = { [weak self, weak hold] answer in
             guard let self, let hold else { return }
             switch answer {
-            case .success(let id):
-                hold.cookie = id
+            case .success(let reply):
+                guard let id = reply["id"]?.integer else {
+                    hold.close()
+                    forget(hold, of: owner)
+                    return deferred.answer(.refused("\(noAgent), whose agent answered without a hold"))
+                }
+                hold.cookie = UInt32(truncatingIfNeeded: id)
                 Log.write(.info, "a hold of \(who) (\(owner.source.rawValue)) passed on to the agent of \(session)")
-                deferred.answer(.number(id))
+                deferred.answer(.number(UInt32(truncatingIfNeeded: id)))
             case .failure(let why):
                 forget(hold, of: owner)
                 deferred.answer(.refused("\(noAgent), whose agent did not take the hold: \(why)"))
@@ -192,9 +227,9 @@ final class HoldRouting {
     }
 }
 
-/// One hold passed on to another session's agent: a connection to its control socket
-/// that carries the `pass-on` request, its answer, and then nothing; the hold lasts as
-/// long as the connection (closed by UnInhibit, by the caller's departure, or by this
+/// One request to another session's agent (a hold passed on, a lock): a connection to
+/// its control socket that carries the request, its answer, and then nothing; a hold
+/// passed on lasts as long as the connection (closed by UnInhibit, by the caller's departure, or by this
 /// agent's end: a hold never outlives the agent that passed it on).
 final class PeerHold: EventSource {
     private var fd: Int32 = -1
@@ -203,7 +238,8 @@ final class PeerHold: EventSource {
     private var answerDue: MonotonicInstant?
     /// The other agent's id for the hold, once it took it: the caller's cookie.
     var cookie: UInt32?
-    var onAnswer: (Result<UInt32, PassOnRefusal>) -> Void = { _ in }
+    /// The other agent's reply (`ok`), or why there was none.
+    var onAnswer: (Result<JSONValue, PassOnRefusal>) -> Void = { _ in }
     var onEnd: () -> Void = {}
     private(set) var isFinished = false
     /// An agent that does not answer within this is taken as none.
@@ -258,8 +294,8 @@ final class PeerHold: EventSource {
         guard answerDue != nil, let line = input.nextLine() else { return }
         answerDue = nil
         let reply = try? JSONValue(parsing: line)
-        if reply?["ok"]?.bool == true, let id = reply?["id"]?.integer {
-            onAnswer(.success(UInt32(truncatingIfNeeded: id)))
+        if let reply, reply["ok"]?.bool == true {
+            onAnswer(.success(reply))
         } else {
             let why = ClientText.sanitized(reply?["error"]?.string ?? "an answer that is no reply", maxBytes: 300)
             onAnswer(.failure(PassOnRefusal(description: why)))

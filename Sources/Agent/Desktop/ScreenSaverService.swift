@@ -24,10 +24,16 @@ final class ScreenSaverService: SessionService {
                     }
                     return .done
                 },
-                .init("Lock") { [weak agent] call in
+                // The caller's session is locked: another session's agent is told (HoldRouting).
+                .init("Lock", needsCaller: true) { [weak agent] call in
                     let pid = call.pid == 0 ? "" : " (pid \(call.pid))"
-                    agent?.perform(.lockRequest(from: "org.freedesktop.ScreenSaver.Lock from \(call.sender)\(pid)"))
-                    return .done
+                    let from = "org.freedesktop.ScreenSaver.Lock from \(call.sender)\(pid)"
+                    let here: () -> BusReply = { [weak agent] in
+                        agent?.perform(.lockRequest(from: from))
+                        return .done
+                    }
+                    guard let routing = agent?.holdRouting else { return here() }
+                    return routing.lock(call, owner: HoldOwner(Self.source, call.sender), here: here)
                 },
                 .init("GetActive", returns: "b") { [weak agent] _ in .flag(agent?.screenCovered == true) },
                 .init("GetActiveTime", returns: "u") { [weak agent] _ in
