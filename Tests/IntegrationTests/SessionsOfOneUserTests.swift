@@ -405,7 +405,7 @@ extension SessionsOfOneUserTests {
 }
 
 extension SessionsOfOneUserTests {
-    @Test("org.freedesktop.ScreenSaver.Lock (xdg-screensaver lock) from a program of the second session locks the second session, not the owner's")
+    @Test("org.freedesktop.ScreenSaver.Lock (xdg-screensaver lock) from a program of the second session locks the second session, not the owner's; its SimulateUserActivity is refused")
     func lockLocksTheCallersSession() async throws {
         try await TwoSessions.with { t in
             let (first, other) = (TwoSessions.first, TwoSessions.other)
@@ -417,6 +417,11 @@ extension SessionsOfOneUserTests {
             #expect(lock.exit == .exited(0), "\(lock.stderr)")
             try await t.s.waitUntil("the second session's locker") { t.s.exists("locked-\(other)") }
             #expect(!t.s.exists("locked-\(first)"), "the owner's session was locked for the other's Lock\n\(owner.log)")
+            // Nor is another session's program activity in the owner's session.
+            let activity = try await t.bus(other, "ss", "/org/freedesktop/ScreenSaver", "SimulateUserActivity")
+            #expect(activity.exit != .exited(0) && activity.stderr.contains("its activity is not this session's"), "\(activity.stderr)")
+            let own = try await t.bus(first, "ss", "/org/freedesktop/ScreenSaver", "SimulateUserActivity")
+            #expect(own.exit == .exited(0), "\(own.stderr)")
         }
     }
 }

@@ -71,6 +71,16 @@ final class HoldRouting {
         }
     }
 
+    /// SimulateUserActivity counts only from a caller of this agent's own session:
+    /// another session's program is not activity here (a player's keep-awake in an xrdp
+    /// session kept the local screen unlocked). Refused, not passed on: the other agent
+    /// would take it as its socket's reset, a source of another name.
+    func activity(_ call: BusCall, owner: HoldOwner, here: @escaping () -> BusReply) -> BusReply {
+        routed(call, owner, here: here) { session, _, deferred in
+            deferred.answer(.refused("the caller runs in \(session): its activity is not this session's"))
+        }
+    }
+
     /// Carries out a call where its caller runs: `here` in this agent's session (at once
     /// where the caller's place is known already), else `elsewhere` with that session
     /// (in words), its agent's socket and the call to answer, once logind said.

@@ -18,11 +18,14 @@ final class ScreenSaverService: SessionService {
             methods: [
                 .init("Inhibit", takes: "ss", returns: "u", needsCaller: true) { holds.inhibit($0, app: $0.text(0), reason: $0.text(1)) },
                 .init("UnInhibit", takes: "u") { holds.release($0, cookie: $0.number(0)) },
-                .init("SimulateUserActivity") { [weak agent] call in
-                    if case .refused(let why)? = agent?.request(.reset(from: Self.source, by: "SimulateUserActivity from \(call.sender)")) {
-                        return .refused(why)
+                .init("SimulateUserActivity", needsCaller: true) { [weak agent] call in
+                    let by = "SimulateUserActivity from \(call.sender)"
+                    let here: () -> BusReply = { [weak agent] in
+                        if case .refused(let why)? = agent?.request(.reset(from: Self.source, by: by)) { return .refused(why) }
+                        return .done
                     }
-                    return .done
+                    guard let routing = agent?.holdRouting else { return here() }
+                    return routing.activity(call, owner: HoldOwner(Self.source, call.sender), here: here)
                 },
                 // The caller's session is locked: another session's agent is told (HoldRouting).
                 .init("Lock", needsCaller: true) { [weak agent] call in
