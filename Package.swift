@@ -81,7 +81,7 @@ let package = Package(
         // Harness/jiggler.py their XTEST jiggler through any master, Harness/mpris.py their
         // MPRIS media player, all run with python3.
         .testTarget(name: "IntegrationTests", dependencies: ["IdleCore", "xidlelock", "xidlelock-guard", "TestLocker", "TestWindow"],
-                    exclude: ["Harness/bus.py", "Harness/player.py", "Harness/jiggler.py", "Harness/mpris.py", "Harness/attack.py"]),
+                    exclude: ["Harness/bus.py", "Harness/player.py", "Harness/jiggler.py", "Harness/mpris.py", "Harness/attack.py", "Harness/i3lock-preload.c"]),
     ],
     swiftLanguageModes: [.v6]
 )

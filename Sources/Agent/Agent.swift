@@ -63,9 +63,12 @@ public final class Agent {
         }
         Log.makeNonBlocking()
         // Under a policy the session, its display and its type are logind's; the
-        // environment is the user's to set.
-        let session = options.policy == nil ? nil : ownSession()
-        let refusal = session?.refusal(environment: SocketPath.environment)
+        // environment is the user's to set. Out of a policy logind only names the
+        // session. Either way it is known before the first lock can fire (one due at
+        // start too), so that its hints and audit entry name it.
+        let session = options.policy != nil ? ownSession() : options.logind ? observedSession() : nil
+        AuditTrail.session = session.map { [("XIDLELOCK_SESSION", $0.id), ("XIDLELOCK_DISPLAY", $0.display)].filter { !$0.1.isEmpty } } ?? []
+        let refusal = (options.policy == nil ? nil : session)?.refusal(environment: SocketPath.environment)
             ?? WaylandSession.refusal(sessionType: SocketPath.environment("XDG_SESSION_TYPE"),
                                       waylandDisplay: SocketPath.environment("WAYLAND_DISPLAY"))
         if let refusal { throw .unavailable(refusal) }
@@ -127,7 +130,7 @@ public final class Agent {
         let desktop = DesktopServices(agent: agent, settings: DesktopServices.Settings(
             served: Set(DesktopServices.sessionServices.map { $0.source }.filter(options.follows)), useLogind: options.logind,
             lockBeforeSleep: options.lockBeforeSleep,
-            followPower: options.followsPowerSource))
+            followPower: options.followsPowerSource, sessionID: session.flatMap { $0.fromLogind ? $0.id : nil }))
         agent.desktop = desktop
         for refused in options.refusedBySecure {
             Log.write(.warning, "\(refused): not followed, the agent runs with --secure (nothing may hold the lock off)")
@@ -168,21 +171,7 @@ public final class Agent {
     /// the environment disagrees it is corrected, so that the X connection, the
     /// socket, the bus services and every child follow logind.
     static func ownSession() -> AgentSession {
-        var error = [CChar](repeating: 0, count: 256)
-        var logind: AgentSession.Logind?
-        var unavailable: String?
-        if xil_bus_load(&error, error.count) != 0 {
-            unavailable = "libsystemd is not available: \(String(nulTerminated: error))"
-        } else {
-            var info = xil_session_info()
-            if xil_logind_own_session(UInt32(getpid()), getuid(), 2_000_000, &info, &error, error.count) == 0 {
-                let facts = SessionFacts(info)
-                logind = AgentSession.Logind(id: facts.guarded.id, display: facts.guarded.display, type: facts.type, seat: facts.seat)
-            } else {
-                unavailable = String(nulTerminated: error)
-            }
-        }
-        let session = AgentSession.reconcile(logind: logind, unavailable: unavailable, environment: SocketPath.environment)
+        let session = AgentSession.reconcile(logind: askLogindOwnSession(), unavailable: logindUnavailable, environment: SocketPath.environment)
         for problem in session.problems { Log.write(session.fromLogind ? .error : .warning, "session: \(problem)") }
         guard session.fromLogind else { return session }
         Log.write(.info, "session \(session.id) on \(session.display) (\(session.type)\(session.seat.isEmpty ? "" : ", \(session.seat)")), as logind says")
@@ -191,6 +180,37 @@ public final class Agent {
         if !session.type.isEmpty { setenv("XDG_SESSION_TYPE", session.type, 1) }
         if session.type != "wayland" { unsetenv("WAYLAND_DISPLAY") }
         return session
+    }
+
+    /// Out of a policy: logind's name for the session of the display the agent watches
+    /// (asked as under a policy, within 2 s), the environment left as the user set it.
+    static func observedSession() -> AgentSession {
+        let logind = askLogindOwnSession()
+        let session = AgentSession.observe(logind: logind, unavailable: logindUnavailable, environment: SocketPath.environment)
+        // Without logind, the desktop's buses say why once (status has it too).
+        for problem in session.problems { Log.write(logind == nil ? .debug : .info, "session: \(problem)") }
+        if session.fromLogind { Log.write(.info, "session \(session.id) on \(session.display), as logind says") }
+        return session
+    }
+
+    /// Why the last `askLogindOwnSession` got no answer.
+    nonisolated(unsafe) private static var logindUnavailable: String?
+
+    /// logind's word on the agent's own session, asked on a connection of its own within 2 s.
+    private static func askLogindOwnSession() -> AgentSession.Logind? {
+        var error = [CChar](repeating: 0, count: 256)
+        logindUnavailable = nil
+        if xil_bus_load(&error, error.count) != 0 {
+            logindUnavailable = "libsystemd is not available: \(String(nulTerminated: error))"
+            return nil
+        }
+        var info = xil_session_info()
+        guard xil_logind_own_session(UInt32(getpid()), getuid(), 2_000_000, &info, &error, error.count) == 0 else {
+            logindUnavailable = String(nulTerminated: error)
+            return nil
+        }
+        let facts = SessionFacts(info)
+        return AgentSession.Logind(id: facts.guarded.id, display: facts.guarded.display, type: facts.type, seat: facts.seat)
     }
 
     init(config: AgentConfig, x: XServer, control: ControlListener, record: LockerRecord?,
@@ -588,4 +608,6 @@ extension Agent: DesktopAgent {
     func holds(from source: InhibitorSource) -> Bool { machine.inhibitors.contains { $0.source == source } }
 
     func addSource(_ source: EventSource) { loop.add(source) }
+
+    var holdRouting: HoldRouting? { desktop?.routing }
 }

@@ -46,6 +46,7 @@ struct caller {
 struct name_asked {
     struct xil_service *service;
     int name;
+    int owned;   /* the bus said it is ours (its answer, or NameAcquired) */
 };
 
 struct xil_service {
@@ -312,6 +313,39 @@ int xil_call_return_string(struct xil_call *call, const char *value) {
     return p_sd_bus_reply_method_return(call->m, out, value);
 }
 
+/* A call answered later: the message kept (and the method's return type), the call
+ * itself counted as answered. */
+struct xil_deferred {
+    sd_bus_message *m;
+    char out[XIL_SERVICE_VALUES_MAX + 1];
+};
+
+struct xil_deferred *xil_call_defer(struct xil_call *call) {
+    if (call->answered) return NULL;
+    struct xil_deferred *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    call->answered = 1;
+    d->m = p_sd_bus_message_ref(call->m);
+    snprintf(d->out, sizeof d->out, "%s", call->method->out);
+    return d;
+}
+
+int xil_deferred_return(struct xil_deferred *d, uint32_t value) {
+    int r = !*d->out ? p_sd_bus_reply_method_return(d->m, "")
+            : (*d->out == 's' || *d->out == 'o') ? reply_error(d->m, "org.freedesktop.DBus.Error.Failed", "no value")
+            : p_sd_bus_reply_method_return(d->m, d->out, value);
+    p_sd_bus_message_unref(d->m);
+    free(d);
+    return r;
+}
+
+int xil_deferred_fail(struct xil_deferred *d, const char *error, const char *message) {
+    int r = reply_error(d->m, error, message);
+    p_sd_bus_message_unref(d->m);
+    free(d);
+    return r;
+}
+
 int xil_call_fail(struct xil_call *call, const char *error, const char *message) {
     if (call->answered) return -EALREADY;
     call->answered = 1;
@@ -337,7 +371,24 @@ static int name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *e
 
 static void served(struct name_asked *asked, int result, uint32_t pid) {
     struct xil_service *s = asked->service;
+    /* Said once: the bus answers the request and also sends NameAcquired. */
+    if (result == 1 && asked->owned) return;
+    asked->owned = result == 1;
     s->cb->served(s->cb->context, s->names[asked->name], result, pid);
+}
+
+/* The name came to us from the queue: its owner left (another session's agent that
+ * ended, the desktop's own service that quit). Only the bus itself sends NameAcquired
+ * (the daemon stamps every other sender's unique name). */
+static int name_acquired(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    struct xil_service *s = userdata;
+    const char *sender = p_sd_bus_message_get_sender(m), *name = NULL;
+    if (!sender || strcmp(sender, "org.freedesktop.DBus") != 0) return 0;
+    if (p_sd_bus_message_read(m, "s", &name) < 0 || !name) return 0;
+    for (int i = 0; i < s->name_count; i++)
+        if (strcmp(s->names[i], name) == 0) served(&s->asked[i], 1, 0);
+    return 0;
 }
 
 static int owner_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
@@ -407,10 +458,15 @@ int xil_service_serve(struct xil_service *s, sd_bus *bus) {
                                         "NameOwnerChanged", name_owner_changed, NULL, s);
     if (r < 0) return r;
     s->bus = bus;
-    /* Not queued: another owner is said, not waited for. */
+    r = p_sd_bus_match_signal_async(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                    "NameAcquired", name_acquired, NULL, s);
+    if (r < 0) return r;
+    /* Queued, never taken: another owner is said, and the name is ours once it leaves
+     * (one user's sessions share one session bus: the agent of the session that stays
+     * takes over from the one that ended). */
     for (int i = 0; i < s->name_count; i++) {
-        s->asked[i] = (struct name_asked){s, i};
-        r = p_sd_bus_request_name_async(bus, NULL, s->names[i], 0, name_answered, &s->asked[i]);
+        s->asked[i] = (struct name_asked){s, i, 0};
+        r = p_sd_bus_request_name_async(bus, NULL, s->names[i], SD_BUS_NAME_QUEUE, name_answered, &s->asked[i]);
         if (r < 0) return r;
     }
     return 0;

@@ -57,6 +57,28 @@ public struct AgentSession: Equatable, Sendable {
         return session
     }
 
+    /// Out of a policy the environment stands (the user's own choice of display), and
+    /// logind's word only names the session: its id where its display is the one the
+    /// agent watches. Another display (an agent started by a user unit beside two
+    /// sessions: logind answers with the user's first display session) names no session
+    /// of this display, so none is claimed.
+    public static func observe(logind: Logind?, unavailable: String? = nil, environment: (String) -> String?) -> AgentSession {
+        func env(_ name: String) -> String? { environment(name).flatMap { $0.isEmpty ? nil : $0 } }
+        let fromEnvironment = reconcile(logind: nil, unavailable: unavailable, environment: environment)
+        guard let logind else { return fromEnvironment }
+        let display = env("DISPLAY") ?? logind.display
+        if !logind.display.isEmpty, DisplayName(display) != DisplayName(logind.display) {
+            var session = fromEnvironment
+            session.problems = ["logind's session \(logind.id) is on \(logind.display), not on DISPLAY=\(ClientText.sanitized(display, maxBytes: 64)), which the agent watches: the session is the environment's"]
+            return session
+        }
+        var session = AgentSession(id: logind.id, display: display, type: logind.type, seat: logind.seat, fromLogind: true, problems: [])
+        if let given = env("XDG_SESSION_ID"), given != logind.id {
+            session.problems.append("XDG_SESSION_ID=\(ClientText.sanitized(given, maxBytes: 64)) is not the agent's session \(logind.id) (logind): following \(logind.id)")
+        }
+        return session
+    }
+
     /// Why the agent refuses this session: only what logind says is Wayland; without
     /// logind, the environment's signs (`WaylandSession`).
     public func refusal(environment: (String) -> String?) -> String? {

@@ -2,7 +2,10 @@
 /// reply line. Version 1. Requests: `{"v":1,"cmd":"status"}`; `lock`, `reset`,
 /// `enable`, `toggle`, `events`, `quit`; `{"v":1,"cmd":"inhibit","why":"video",
 /// "for_ms":60000}` (without `for_ms`: while the connection stays open);
-/// `{"v":1,"cmd":"disable","for_ms":…}`. Replies: `{"v":1,"ok":true,…}` or
+/// `{"v":1,"cmd":"disable","for_ms":…}`; between the agents of one user's sessions,
+/// `{"v":1,"cmd":"pass-on","source":"dbus","pid":1234,"who":"…","why":"…"}` (a hold of
+/// the session bus's services whose caller runs in the receiving agent's session, held
+/// while the connection stays open). Replies: `{"v":1,"ok":true,…}` or
 /// `{"v":1,"ok":false,"error":"…"}`. After `events` the connection carries one
 /// event object per line. There is no unlock request: unlocking is the locker's
 /// job alone, so nothing that can reach the socket can open the screen.
@@ -16,6 +19,10 @@ public enum ControlRequest: Equatable, Sendable {
     case toggle
     case events
     case quit
+    /// A hold the owner of a session-bus service (`source`) received from a program
+    /// of another session, passed on to that session's agent; `pid` is the caller's,
+    /// as the bus told it, `who` and `why` as the passing agent saw them.
+    case passOn(source: InhibitorSource, pid: UInt32, who: String, why: String)
 
     public static let version = 1
     /// Longest request line the agent reads.
@@ -48,6 +55,15 @@ public enum ControlRequest: Equatable, Sendable {
             // Cut, not refused: a client library that says a little too much still inhibits.
             let why = ClientText.clipped(json["why"]?.string ?? "")
             return .inhibit(why: why, duration: try duration())
+        case "pass-on":
+            guard let name = json["source"]?.string, let source = InhibitorSource(rawValue: name),
+                  [.dbus, .powerManagement, .sessionManager].contains(source)
+            else { throw ProtocolError("\"source\" must be one of dbus, power-management, session-manager") }
+            guard let pid = json["pid"]?.integer, pid > 0, pid <= Int64(UInt32.max) else {
+                throw ProtocolError("\"pid\" must be the caller's process id")
+            }
+            return .passOn(source: source, pid: UInt32(pid), who: ClientText.clipped(json["who"]?.string ?? ""),
+                           why: ClientText.clipped(json["why"]?.string ?? ""))
         default:
             throw ProtocolError("unknown command '\(ClientText.sanitized(cmd, maxBytes: 40))'")
         }
@@ -67,6 +83,9 @@ public enum ControlRequest: Equatable, Sendable {
         case .disable(let d):
             members.append(("cmd", .string("disable")))
             if let d { members.append(("for_ms", .number(Double(d.value)))) }
+        case .passOn(let source, let pid, let who, let why):
+            members += [("cmd", .string("pass-on")), ("source", .string(source.rawValue)), ("pid", .number(Double(pid))),
+                        ("who", .string(who)), ("why", .string(why))]
         case .inhibit(let why, let d):
             members.append(("cmd", .string("inhibit")))
             members.append(("why", .string(why)))

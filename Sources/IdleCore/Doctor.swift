@@ -346,13 +346,22 @@ public enum Doctor {
             if parts.allSatisfy({ $0.hasSuffix(": served") }) {
                 served += names
                 if source == InhibitorSource.sessionManager.rawValue { sessionManagerServed = true }
+            } else if parts.allSatisfy({ $0.firstRange(matching: ": served by the xidlelock agent of another session") != nil }) {
+                // One user's sessions share one session bus: the first agent serves it for all.
+                findings.append(DoctorFinding("session bus", .ok, state))
+                if source == InhibitorSource.sessionManager.rawValue { sessionManagerServed = true }
             } else {
                 let off = service["off_flag"]?.string.map { " (or leave it to that program with \($0))" } ?? ""
                 findings.append(DoctorFinding("session bus", .warning, state,
                                               fix: "the other program's inhibitors hold only its own desktop's lock; quit it if xidlelock is your locker\(off)"))
             }
         }
-        if !served.isEmpty { findings.append(DoctorFinding("session bus", .ok, "serving " + served.joined(separator: ", "))) }
+        if !served.isEmpty {
+            // On a bus several sessions of the user share, the holds of the others' programs go to their agents.
+            let routing = desktop["hold_routing"].flatMap { $0 == .null ? nil : $0 }
+            let shared = routing.map { " for session \($0["own_session"]?.string ?? "?"); a hold of another session's program is passed on to that session's agent" } ?? ""
+            findings.append(DoctorFinding("session bus", .ok, "serving " + served.joined(separator: ", ") + shared))
+        }
         if !sessionManagerServed && desktop["inhibit_portal"] == .null {
             findings.append(DoctorFinding("session bus", .warning, "GTK applications (Totem, Evince's slideshow, Clapper) cannot hold the lock off: no desktop portal relays their inhibitors and org.gnome.SessionManager is not served, so the screen locks during their films and slideshows",
                                           fix: "install xdg-desktop-portal-gtk, or run the agent with --session-manager-service"))

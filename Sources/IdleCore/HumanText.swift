@@ -49,7 +49,9 @@ public enum HumanText {
         if let session = reply["session"], session != .null {
             let from = session["from"]?.string == "logind" ? "logind" : "the environment"
             lines.append("session: \(ClientText.sanitized(session["id"]?.string ?? "?")) on \(ClientText.sanitized(session["display"]?.string ?? "?")) (from \(from))")
-            for problem in session["problems"]?.array ?? [] { lines.append("  error: " + ClientText.sanitized(problem.string ?? "?", maxBytes: 400)) }
+            // Under a policy the session must be logind's; out of one the environment may stand.
+            let label = reply["policy"].map { $0 == .null } ?? true ? "note: " : "error: "
+            for problem in session["problems"]?.array ?? [] { lines.append("  " + label + ClientText.sanitized(problem.string ?? "?", maxBytes: 400)) }
         }
         return lines.joined(separator: "\n")
     }

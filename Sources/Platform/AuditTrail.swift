@@ -45,7 +45,14 @@ package final class AuditTrail: EventSource {
         self.now = now
     }
 
+    /// The session the agent answers for (`XIDLELOCK_SESSION`, `XIDLELOCK_DISPLAY`),
+    /// known before the first entry: every entry names it, so that the entries of a
+    /// user's several sessions can be told apart.
+    nonisolated(unsafe) package static var session: [(name: String, value: String)] = []
+
     package func record(_ entry: AuditRecord) {
+        var entry = entry
+        entry.fields += AuditTrail.session
         if journal == .unknown { start() }
         switch journal {
         case .taking:

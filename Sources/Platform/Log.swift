@@ -1,8 +1,9 @@
 import Glibc
 import IdleCore
 
-/// One line per event on stderr. Under systemd (JOURNAL_STREAM set) each line
-/// starts with a syslog priority (`<3>`) so the journal keeps the level.
+/// One line per event on stderr. Connected to the journal (JOURNAL_STREAM names
+/// stderr itself) each line starts with a syslog priority (`<3>`) so the journal keeps
+/// the level.
 ///
 /// Logging never stalls the agent: a reader that does not read (a full pipe, a
 /// stopped pager) must not stop it locking. The agent writes through its own
@@ -10,12 +11,25 @@ import IdleCore
 /// says how many when it can write again.
 public enum Log {
     nonisolated(unsafe) package static var threshold = LogLevel.info
-    nonisolated(unsafe) package static var journald = getenv("JOURNAL_STREAM") != nil
+    nonisolated(unsafe) package static var journald = stderrIsJournalStream(getenv("JOURNAL_STREAM").map { String(cString: $0) })
     /// Where lines go: fd 2 until `makeNonBlocking()` opens a descriptor of its own.
     nonisolated(unsafe) package static var sink: Int32 = 2
     /// stderr is a socket (the journal's stream): written with MSG_DONTWAIT.
     nonisolated(unsafe) package static var sinkIsSocket = false
     nonisolated(unsafe) package private(set) static var dropped = 0
+
+    /// sd-daemon's rule: JOURNAL_STREAM ("DEVICE:INODE") counts only when it names the
+    /// file stderr is. The variable is inherited: a session started from a service
+    /// (`tigervncserver@:1.service`) passes it on to programs whose stderr is a pipe
+    /// or a file, where `<6>` prefixes would be noise.
+    package static func stderrIsJournalStream(_ value: String?) -> Bool {
+        guard let value else { return false }
+        let parts = value.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
+        var info = stat()
+        guard fstat(2, &info) == 0 else { return false }
+        return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
+    }
 
     /// Gives the log a non-blocking descriptor of its own. O_NONBLOCK on fd 2 itself
     /// would change the terminal or pipe shared with the shell and the hooks, so a

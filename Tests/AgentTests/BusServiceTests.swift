@@ -17,6 +17,7 @@ import Testing
         var hints: (locked: Bool, idle: Bool) { (false, false) }
         func holds(from source: InhibitorSource) -> Bool { false }
         func addSource(_ source: EventSource) {}
+        var holdRouting: HoldRouting? { nil }
     }
 
     static func method(_ name: String, takes: String = "", returns: String = "") -> BusService.Method {

@@ -79,6 +79,8 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         .status, .lock, .reset, .enable, .toggle, .events, .quit,
         .disable(duration: nil), .disable(duration: .minutes(30)),
         .inhibit(why: "video \"film\"", duration: nil), .inhibit(why: "", duration: .seconds(90)),
+        .passOn(source: .dbus, pid: 4242, who: "pid 4242 (mpv), :1.7", why: "mpv: video"),
+        .passOn(source: .powerManagement, pid: 1, who: "", why: ""),
     ]
 
     @Test(arguments: all) func everyRequestReadsBackFromItsLine(_ request: ControlRequest) throws {
@@ -97,6 +99,9 @@ private let dim = Stage(name: "dim", role: .custom, idleTime: .minutes(4), comma
         (#"{"v":1,"cmd":"inhibit","for_ms":-5}"#, "for_ms"),
         (#"{"v":1,"cmd":"inhibit","for_ms":1.5}"#, "for_ms"),
         (#"{"v":1,"cmd":"inhibit","for_ms":"10"}"#, "for_ms"),
+        (#"{"v":1,"cmd":"pass-on","source":"socket","pid":5}"#, "\"source\" must be one of dbus, power-management, session-manager"),
+        (#"{"v":1,"cmd":"pass-on","source":"dbus"}"#, "\"pid\" must be the caller's process id"),
+        (#"{"v":1,"cmd":"pass-on","source":"dbus","pid":0}"#, "\"pid\""),
         ("garbage", "malformed"),
         ("[1,2]", "expected a JSON object"),
     ])

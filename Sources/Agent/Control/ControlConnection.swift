@@ -30,6 +30,9 @@ final class ControlConnection: EventSource {
     var holds = false
     /// The holds' owner: this connection, and no other, may end them.
     let owner: HoldOwner
+    /// The owner of the hold another session's agent passed on over this connection
+    /// (of the service's source): it ends when the connection closes.
+    var passedOn: HoldOwner?
     /// Close once the output is written.
     private var closing = false
     private(set) var isFinished = false

@@ -72,6 +72,8 @@ extension Agent: ControlRequestHandler {
             client.subscribed = true
             client.requestDeadline = nil
             client.send(ControlRequest.reply())
+        case .passOn(let source, let pid, let who, let why):
+            takePassedOnHold(source: source, pid: pid, who: who, why: why, from: client)
         case .quit:
             if case .refused(let why)? = request(.quitAsked(by: client.who)) {
                 client.send(ControlRequest.errorReply("refused: \(why)"))
@@ -87,5 +89,6 @@ extension Agent: ControlRequestHandler {
         control.remove(client)
         // The inhibitor's client is gone (its command ended or it died).
         if client.holds { request(.ownerGone(client.owner)) }
+        if let passedOn = client.passedOn { request(.ownerGone(passedOn)) }
     }
 }

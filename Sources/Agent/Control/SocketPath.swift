@@ -16,16 +16,22 @@ enum SocketPath {
         guard let parsed = DisplayName(display) else {
             throw .unavailable("DISPLAY '\(display)' is not an X display name (e.g. :0)")
         }
-        let name = parsed.socketName
-        let directory: String
-        if let runtime = environment("XDG_RUNTIME_DIR"), runtime.hasPrefix("/") {
-            directory = "\(runtime)/xidlelock"
-        } else {
-            // Without a runtime directory: a directory of our own in /tmp, checked below
-            // to be ours and private before anything is put in it.
-            directory = "/tmp/xidlelock-\(getuid())"
-        }
-        return ("\(directory)/\(name).sock", directory)
+        let directory = defaultDirectory
+        return ("\(directory)/\(parsed.socketName).sock", directory)
+    }
+
+    /// Where this user's agents keep their sockets.
+    static var defaultDirectory: String {
+        if let runtime = environment("XDG_RUNTIME_DIR"), runtime.hasPrefix("/") { return "\(runtime)/xidlelock" }
+        // Without a runtime directory: a directory of our own in /tmp, checked (by
+        // `ensurePrivate`) to be ours and private before anything is put in it.
+        return "/tmp/xidlelock-\(getuid())"
+    }
+
+    /// The socket of this user's agent on `display` (another session's), where agents
+    /// use the default place; nil for a name that is no display.
+    static func ofDisplay(_ display: String) -> String? {
+        DisplayName(display).map { "\(defaultDirectory)/\($0.socketName).sock" }
     }
 
     /// Creates the directory with mode 0700, or checks that the existing one is a real

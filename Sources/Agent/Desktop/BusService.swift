@@ -175,6 +175,7 @@ final class BusService {
         case .text(let value): xil_call_return_string(raw, value)
         case .refused(let why): xil_call_fail(raw, "org.freedesktop.DBus.Error.AccessDenied", "refused: \(why)")
         case .invalid(let why): xil_call_fail(raw, "org.freedesktop.DBus.Error.InvalidArgs", why)
+        case .later: break
         }
     }
 }
@@ -189,12 +190,38 @@ struct BusCall {
     /// Its pid, 0 when the bus did not tell.
     var pid: UInt32 { xil_call_pid(raw) }
     func text(_ i: Int32) -> String { String(cString: xil_call_string(raw, i)) }
+
+    /// The call, to be answered later (once, by `DeferredCall.answer`); nil without memory.
+    func deferred() -> DeferredCall? { xil_call_defer(raw).map(DeferredCall.init) }
     func number(_ i: Int32) -> UInt32 { xil_call_uint(raw, i) }
 
     /// The real caller in the user's words, apart from what it says of itself.
     var caller: String {
         ClientText.sanitized(pid == 0 ? "\(sender) (pid unknown)" : "pid \(pid) (\(processName(pid_t(pid)))), \(sender)")
     }
+}
+
+/// A call whose answer waits on another question (logind's, another agent's).
+final class DeferredCall {
+    private var raw: OpaquePointer?
+    fileprivate init(_ raw: OpaquePointer) { self.raw = raw }
+
+    func answer(_ reply: BusReply) {
+        guard let raw else { return }
+        self.raw = nil
+        switch reply {
+        case .done: xil_deferred_return(raw, 0)
+        case .number(let value): xil_deferred_return(raw, value)
+        case .flag(let value): xil_deferred_return(raw, value ? 1 : 0)
+        case .text: xil_deferred_fail(raw, "org.freedesktop.DBus.Error.Failed", "no value")
+        case .refused(let why): xil_deferred_fail(raw, "org.freedesktop.DBus.Error.AccessDenied", "refused: \(why)")
+        case .invalid(let why): xil_deferred_fail(raw, "org.freedesktop.DBus.Error.InvalidArgs", why)
+        case .later: self.raw = raw
+        }
+    }
+
+    /// Never left unanswered: a caller waits for its reply.
+    deinit { answer(.refused("not answered")) }
 }
 
 enum BusReply {
@@ -204,6 +231,8 @@ enum BusReply {
     case text(String)
     case refused(String)
     case invalid(String)
+    /// Deferred (`BusCall.deferred`): answered once the answer it waits on comes.
+    case later
 }
 
 /// The inhibit calls every service of holds shares (ScreenSaver, PowerManagement,
@@ -213,24 +242,33 @@ struct BusHolds {
     let source: InhibitorSource
     weak var agent: DesktopAgent?
 
-    /// A hold for this caller: its cookie, or why not.
+    /// A hold for this caller: its cookie, or why not. Held here only when the caller
+    /// runs in this agent's session (`HoldRouting`).
     func inhibit(_ call: BusCall, app: String, reason: String) -> BusReply {
         // The caller's own words are bounded on their own: however long, they never
         // push the real caller out of status, the log or the audit.
         let why = ClientText.appAndReason(app, reason)
-        switch agent?.request(.holdAsked(HoldOwner(source, call.sender), HoldClaim(key: "", who: call.caller, why: why))) {
-        case .granted(let id)?: return .number(UInt32(truncatingIfNeeded: id))
-        case .refused(let why)?: return .refused(why)
-        default: return .refused("the agent is not running")
+        let owner = HoldOwner(source, call.sender), who = call.caller
+        let here: () -> BusReply = { [weak agent] in
+            switch agent?.request(.holdAsked(owner, HoldClaim(key: "", who: who, why: why))) {
+            case .granted(let id)?: return .number(UInt32(truncatingIfNeeded: id))
+            case .refused(let why)?: return .refused(why)
+            default: return .refused("the agent is not running")
+            }
         }
+        guard let routing = agent?.holdRouting else { return here() }
+        return routing.inhibit(call, owner: owner, who: who, why: why, here: here)
     }
 
     func release(_ call: BusCall, cookie: UInt32) -> BusReply {
-        agent?.request(.holdReleased(HoldOwner(source, call.sender), id: Int(cookie))) == .done
+        let owner = HoldOwner(source, call.sender)
+        if agent?.holdRouting?.release(owner, cookie: cookie) == true { return .done }
+        return agent?.request(.holdReleased(owner, id: Int(cookie))) == .done
             ? .done : .invalid("no inhibitor \(cookie) of this connection")
     }
 
     func callerGone(_ sender: String) {
+        agent?.holdRouting?.callerGone(HoldOwner(source, sender))
         agent?.request(.ownerGone(HoldOwner(source, sender)))
     }
 }

@@ -15,4 +15,7 @@ protocol DesktopAgent: AnyObject {
     /// Whether a hold of this source is in place now.
     func holds(from source: InhibitorSource) -> Bool
     func addSource(_ source: EventSource)
+    /// Where the holds of the session bus's services go, when the callers' sessions can
+    /// be told apart (logind named this agent's session).
+    var holdRouting: HoldRouting? { get }
 }

@@ -21,12 +21,20 @@ final class DesktopServices {
         var lockBeforeSleep = true
         /// Some time differs on battery: UPower's OnBattery is followed.
         var followPower = false
+        /// The session logind named at start (else XDG_SESSION_ID's, or the user's display session).
+        var sessionID: String?
     }
 
     private weak var agent: DesktopAgent?
     private let settings: Settings
     /// logind and UPower, followed on the system bus.
     let logind: LogindLink
+    /// Which session's agent holds what a caller asks of the services (several sessions
+    /// of one user share the session bus); nil where logind did not name this agent's session.
+    let routing: HoldRouting?
+    /// The pid of the program that owns each service's name where this agent does not
+    /// (another session's agent, or the desktop's own service): only it may pass holds on.
+    private(set) var nameOwners: [InhibitorSource: UInt32] = [:]
     private let session: BusLink
     private let system: BusLink
     /// The services of holds served whenever the session bus is there.
@@ -43,6 +51,8 @@ final class DesktopServices {
         self.settings = settings
         services = Self.sessionServices.filter { settings.served.contains($0.source) }.map { $0.init(agent: agent) }
         logind = LogindLink(agent: agent, settings: settings)
+        let logind = logind
+        routing = settings.sessionID.map { HoldRouting(agent: agent, logind: logind, ownSession: $0) }
         session = BusLink(userBus: true, name: "session bus", agent: agent)
         system = BusLink(userBus: false, name: "system bus", agent: agent)
     }
@@ -76,6 +86,7 @@ final class DesktopServices {
             said.say("lost-session", .warning, "lost the session bus (\(why)): \(servedNames) \(services.count == 1 ? "is" : "are") not served until it is back; locking goes on")
             // Their callers can no longer end their inhibitors: they end now (fail closed).
             nameStates = [:]
+            routing?.busLost()
             for service in services {
                 for object in [service.bus] + service.also { object.forget() }
                 agent?.request(.sourceLost(type(of: service).source))
@@ -105,6 +116,7 @@ final class DesktopServices {
     /// The bus's answer to our asking for a service's name.
     private func served(_ service: SessionService, _ name: String, _ r: Int32, owner: UInt32) {
         let source = type(of: service).source
+        if name == service.bus.name { nameOwners[source] = r == 0 && owner != 0 ? owner : nil }
         if r == 1 {
             nameStates[name] = "served"
             Log.write(.info, "serving \(name) on the session bus (\(source.row.what) can hold the lock off)")
@@ -113,11 +125,15 @@ final class DesktopServices {
             agent?.perform(.sourceReady(source, settle: .seconds(1)))
             return
         }
-        // Never fought over: the desktop's own service (light-locker, xfce4-power-manager) keeps it.
-        nameStates[name] = r == 0
-            ? "owned by another program (pid \(owner), \(processName(pid_t(owner)))): its inhibitors are not seen by xidlelock"
-            : "cannot be served: \(String(cString: strerror(-r)))"
-        Log.write(.warning, "\(name) is \(nameStates[name] ?? "")")
+        // Never fought over: the desktop's own service (light-locker, xfce4-power-manager)
+        // keeps it, and so does the agent of another session of this user (one session
+        // bus for all of them), which passes this session's holds on to this agent.
+        let ownerName = processName(pid_t(owner))
+        nameStates[name] = r != 0 ? "cannot be served: \(String(cString: strerror(-r)))"
+            : ownerName == "xidlelock" && routing != nil
+            ? "served by the xidlelock agent of another session of this user (pid \(owner)), on the session bus they share: it passes the holds of this session's programs on to this agent"
+            : "owned by another program (pid \(owner), \(ownerName)): its inhibitors are not seen by xidlelock"
+        Log.write(nameStates[name]?.hasPrefix("served by the xidlelock agent") == true ? .info : .warning, "\(name) is \(nameStates[name] ?? "")")
         agent?.perform(.sourceReady(source))
     }
 
@@ -166,6 +182,7 @@ final class DesktopServices {
                 ])
             })),
             ("inhibit_portal", inhibitPortal.map { .string($0) } ?? .null),
+            ("hold_routing", routing.map { .object($0.statusFields) } ?? .null),
         ] + [
             ("system_bus", .bool(systemReady)),
             ("system_bus_state", .string(system.state)),

@@ -12,7 +12,11 @@ final class LogindLink {
     private let settings: DesktopServices.Settings
     private var callbacks: UnsafeMutablePointer<xil_desktop_callbacks>
     /// The system bus, while joined.
-    private var bus: OpaquePointer?
+    private var bus: OpaquePointer? {
+        didSet { questions.bus = bus }
+    }
+    /// A caller's session asked of logind without waiting (`askSession`).
+    private let questions = LogindQuestions()
     /// Our session's object path on logind.
     private(set) var sessionPath: String?
     /// The sleep delay inhibitor's descriptor, while held.
@@ -99,7 +103,7 @@ final class LogindLink {
         }
         if xil_logind_read_delay_max(bus, callbacks) < 0 { delayLimit = .seconds(5) }
         if settings.lockBeforeSleep { takeSleepDelay() }
-        let id = getenv("XDG_SESSION_ID").map { String(cString: $0) }
+        let id = settings.sessionID ?? getenv("XDG_SESSION_ID").map { String(cString: $0) }
         let r = xil_logind_find_session(bus, callbacks, id)
         if r < 0 { sessionFound(nil, whyNot: String(cString: strerror(-r))) }
         // Its answer is logind's report for the start's wait.
@@ -189,6 +193,15 @@ final class LogindLink {
     private func hint(_ which: xil_hint, _ value: Bool) {
         guard let bus, let sessionPath else { return }
         _ = xil_logind_session_hint(bus, callbacks, sessionPath, which, value ? 1 : 0)
+    }
+
+    /// logind's session of a process of this user (for one in no session, a user
+    /// unit's, the user's display session), asked without waiting; false when logind
+    /// cannot be asked now (no system bus, no logind, `--no-logind`).
+    func askSession(ofProcess pid: UInt32, _ answer: @escaping (LogindQuestions.SessionAnswer) -> Void) -> Bool {
+        guard bus != nil, settings.useLogind, sessionPath != nil else { return false }
+        questions.session(ofProcess: pid_t(bitPattern: pid), uid: getuid(), answer)
+        return true
     }
 
     func statusFields(systemReady: Bool) -> [(String, JSONValue)] {

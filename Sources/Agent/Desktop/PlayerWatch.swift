@@ -23,6 +23,8 @@ final class PlayerWatch: EventSource {
     private var saidFailure = false
     /// What the machine was told last: a player's other changes tell it nothing.
     private var reported: [HoldClaim]?
+    /// The players as the bus told them last (judged again once logind places one).
+    private var lastPlayers: [MediaPlayer] = []
 
     /// Starts following the players, or says once why it cannot (no libsystemd).
     static func start(for agent: DesktopAgent) {
@@ -88,7 +90,18 @@ final class PlayerWatch: EventSource {
     /// inhibitor is not: the stages already due fire when it stops.
     private func playersChanged(_ players: [MediaPlayer]) {
         Log.debug("media players: \(MediaPlayers.summary(players))")
-        let claims = MediaPlayers.holds(players)
+        lastPlayers = players
+        // The players of every session of this user share the bus: only this session's
+        // hold it (logind's word on each player's process; one not placed yet holds
+        // nothing until it is, a few milliseconds).
+        agent?.holdRouting?.keepProcesses(Set(players.compactMap(\.pid)))
+        let claims = MediaPlayers.holds(players.filter { player in
+            guard let routing = agent?.holdRouting, let pid = player.pid else { return true }
+            return routing.inOwnSession(pid: pid) { [weak self] in
+                guard let self else { return }
+                playersChanged(lastPlayers)
+            } ?? false
+        })
         guard claims != reported else { return }
         reported = claims
         agent?.request(.holdsNow(HoldReport(HoldOwner(.playing), claims)))

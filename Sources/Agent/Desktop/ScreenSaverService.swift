@@ -19,16 +19,25 @@ final class ScreenSaverService: SessionService {
             methods: [
                 .init("Inhibit", takes: "ss", returns: "u", needsCaller: true) { holds.inhibit($0, app: $0.text(0), reason: $0.text(1)) },
                 .init("UnInhibit", takes: "u") { holds.release($0, cookie: $0.number(0)) },
-                .init("SimulateUserActivity") { [weak agent] call in
-                    if case .refused(let why)? = agent?.request(.reset(from: Self.source, by: "SimulateUserActivity from \(call.sender)")) {
-                        return .refused(why)
+                .init("SimulateUserActivity", needsCaller: true) { [weak agent] call in
+                    let by = "SimulateUserActivity from \(call.sender)"
+                    let here: () -> BusReply = { [weak agent] in
+                        if case .refused(let why)? = agent?.request(.reset(from: Self.source, by: by)) { return .refused(why) }
+                        return .done
                     }
-                    return .done
+                    guard let routing = agent?.holdRouting else { return here() }
+                    return routing.activity(call, owner: HoldOwner(Self.source, call.sender), here: here)
                 },
-                .init("Lock") { [weak agent] call in
+                // The caller's session is locked: another session's agent is told (HoldRouting).
+                .init("Lock", needsCaller: true) { [weak agent] call in
                     let pid = call.pid == 0 ? "" : " (pid \(call.pid))"
-                    agent?.perform(.lockRequest(from: "org.freedesktop.ScreenSaver.Lock from \(call.sender)\(pid)"))
-                    return .done
+                    let from = "org.freedesktop.ScreenSaver.Lock from \(call.sender)\(pid)"
+                    let here: () -> BusReply = { [weak agent] in
+                        agent?.perform(.lockRequest(from: from))
+                        return .done
+                    }
+                    guard let routing = agent?.holdRouting else { return here() }
+                    return routing.lock(call, owner: HoldOwner(Self.source, call.sender), here: here)
                 },
                 .init("GetActive", returns: "b") { [weak agent] _ in .flag(agent?.screenCovered == true) },
                 .init("GetActiveTime", returns: "u") { [weak agent] _ in

@@ -71,4 +71,12 @@ uint32_t xil_call_uint(const struct xil_call *call, int i);
 int xil_call_return(struct xil_call *call, uint32_t value);
 int xil_call_return_string(struct xil_call *call, const char *value);
 int xil_call_fail(struct xil_call *call, const char *error, const char *message);
+/* A call to answer later (the answer waits on another question): it counts as
+ * answered now, and is answered, and freed, by exactly one of the two below. NULL
+ * without memory or when answered already. The bus that carried it must still be open
+ * (a reply on a closed bus fails, harmlessly). */
+struct xil_deferred;
+struct xil_deferred *xil_call_defer(struct xil_call *call);
+int xil_deferred_return(struct xil_deferred *deferred, uint32_t value);
+int xil_deferred_fail(struct xil_deferred *deferred, const char *error, const char *message);
 #endif

@@ -17,11 +17,12 @@ final class MprisPlayer {
     var busName: String { "org.mpris.MediaPlayer2.\(name)" }
 
     /// Starts it and returns once it owns its names (`also`: a second one).
+    /// `environment`: variables set (or unset, nil) besides the sandbox's (the session it plays in).
     init(_ name: String, in sandbox: Sandbox, status: String = "Playing", identity: String = "Test Player",
-         also: String? = nil) async throws {
+         also: String? = nil, environment: [String: String?] = [:]) async throws {
         self.name = name
         script = try ToldScript(mprisScript, name, ["--status", status, "--identity", identity] + (also.map { ["--also", $0] } ?? []),
-                                files: "mpris-\(name)", in: sandbox)
+                                files: "mpris-\(name)", in: sandbox, environment: environment)
         let ready = try await script.waitFor("ready ")
         uniqueName = String(ready.split(separator: " ")[1])
     }

@@ -1,28 +1,30 @@
 import CBus
 import Glibc
-import Platform
 
-/// The guard's questions to logind, none waited for: each is sent, and its answer comes
-/// once, from the loop's processing of the system bus (sd-bus calls the C side's
-/// callback, which hands it to the closure kept here until then). A blocking call
-/// would hold every session's guarding behind one slow answer.
+/// Questions to logind (the guard's, and the agent's of a caller's session), none
+/// waited for: each is sent, and its answer comes once, from the loop's processing of
+/// the system bus (sd-bus calls the C side's callback, which hands it to the closure
+/// kept here until then). A blocking call would hold every session's guarding behind
+/// one slow answer.
 ///
 /// At most `mostAtOnce` wait for their answer at a time; the others wait here, in the
 /// order asked. dbus-daemon lets one connection wait for 128 replies at once
 /// (`max_replies_per_connection`) and answers every call past that with an error: a
 /// terminal server's 300 sessions, read at once, left half of them unread, and their
 /// agents unverified.
-final class LogindQuestions {
+package final class LogindQuestions {
+    package init() {}
+
     /// Why logind gave no answer: its errno and its words.
-    struct Failure: Error {
-        var code: Int32
-        var why: String
+    package struct Failure: Error {
+        package var code: Int32
+        package var why: String
     }
 
-    static let mostAtOnce = 64
+    package static let mostAtOnce = 64
 
     /// The system bus; nil while it is lost: every question waiting then fails.
-    var bus: OpaquePointer? {
+    package var bus: OpaquePointer? {
         didSet {
             // Answers of an earlier connection, if any ever come, are not this one's.
             connection &+= 1
@@ -39,25 +41,25 @@ final class LogindQuestions {
 
     private struct Question {
         /// Sends on the bus; false when sd-bus refused it (it has then been answered).
-        let send: (OpaquePointer) -> Bool
-        let fail: (Failure) -> Void
+        package let send: (OpaquePointer) -> Bool
+        package let fail: (Failure) -> Void
     }
 
     /// Questions waiting to be sent (for the guard's own figures).
-    var queued: Int { waiting.count - next }
+    package var queued: Int { waiting.count - next }
 
     /// A closure kept alive (retained by the C side's question) until its answer.
-    final class Waiting<Answer> {
-        let answer: (Answer) -> Void
-        init(_ answer: @escaping (Answer) -> Void) { self.answer = answer }
+    package final class Waiting<Answer> {
+        package let answer: (Answer) -> Void
+        package init(_ answer: @escaping (Answer) -> Void) { self.answer = answer }
         /// Retained for the C side; `take` gives it back once.
-        var passed: UnsafeMutableRawPointer { Unmanaged.passRetained(self).toOpaque() }
-        static func take(_ pointer: UnsafeMutableRawPointer?) -> Waiting { Unmanaged<Waiting>.fromOpaque(pointer!).takeRetainedValue() }
-        static func drop(_ pointer: UnsafeMutableRawPointer) { Unmanaged<Waiting>.fromOpaque(pointer).release() }
+        package var passed: UnsafeMutableRawPointer { Unmanaged.passRetained(self).toOpaque() }
+        package static func take(_ pointer: UnsafeMutableRawPointer?) -> Waiting { Unmanaged<Waiting>.fromOpaque(pointer!).takeRetainedValue() }
+        package static func drop(_ pointer: UnsafeMutableRawPointer) { Unmanaged<Waiting>.fromOpaque(pointer).release() }
     }
 
-    typealias SessionAnswer = Result<SessionFacts, Failure>
-    typealias CallAnswer = Failure?
+    package typealias SessionAnswer = Result<SessionFacts, Failure>
+    package typealias CallAnswer = Failure?
 
     /// Asks, now or once fewer are outstanding. `answer` is called once: with logind's
     /// answer, or with the failure (`failed`) when the question could not be sent,
@@ -113,17 +115,17 @@ final class LogindQuestions {
     }
 
     /// The session logind places process `pid` (of `uid`) in.
-    func session(ofProcess pid: pid_t, uid: uid_t, _ answer: @escaping (SessionAnswer) -> Void) {
+    package func session(ofProcess pid: pid_t, uid: uid_t, _ answer: @escaping (SessionAnswer) -> Void) {
         ask(answer, failed: { .failure($0) }) { xil_logind_session_of_pid_async($0, UInt32(pid), uid, LogindQuestions.sessionAnswered, $1) }
     }
 
     /// One session's properties, by its object path.
-    func session(at path: String, _ answer: @escaping (SessionAnswer) -> Void) {
+    package func session(at path: String, _ answer: @escaping (SessionAnswer) -> Void) {
         ask(answer, failed: { .failure($0) }) { xil_logind_session_at_async($0, path, LogindQuestions.sessionAnswered, $1) }
     }
 
     /// Every session's object path.
-    func sessionPaths(_ answer: @escaping (Result<[String], Failure>) -> Void) {
+    package func sessionPaths(_ answer: @escaping (Result<[String], Failure>) -> Void) {
         ask(answer, failed: { .failure($0) }) { xil_logind_list_sessions_async($0, LogindQuestions.pathsAnswered, $1) }
     }
 
@@ -141,12 +143,12 @@ final class LogindQuestions {
     }
 
     /// logind's TerminateSession of session `id`.
-    func terminate(session id: String, _ answer: @escaping (CallAnswer) -> Void) {
+    package func terminate(session id: String, _ answer: @escaping (CallAnswer) -> Void) {
         ask(answer, failed: { $0 }) { xil_logind_terminate_session_async($0, id, LogindQuestions.callAnswered, $1) }
     }
 
     /// The session's SetLockedHint(false), by its object path.
-    func clearLockedHint(at path: String, _ answer: @escaping (CallAnswer) -> Void) {
+    package func clearLockedHint(at path: String, _ answer: @escaping (CallAnswer) -> Void) {
         ask(answer, failed: { $0 }) { xil_logind_clear_locked_hint_async($0, path, LogindQuestions.callAnswered, $1) }
     }
 }

@@ -1,0 +1,446 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Issue #40: several graphical sessions of one user (a local one beside xrdp's and
+/// TigerVNC's), each agent answering for its own session only.
+@Suite struct SessionsOfOneUserTests {
+    // Row 3.
+    @Test("JOURNAL_STREAM inherited from a service while stderr is a file: plain lines, no <N> prefixes; naming stderr itself: prefixed")
+    func journalStreamCheckedAgainstStderr() async throws {
+        try await Sandbox.with { s in
+            // The device and inode of another file (the sandbox directory), as a session
+            // started from tigervncserver@:1.service inherits its unit's stream.
+            var other = stat()
+            #expect(stat(s.directory.path, &other) == 0)
+            let inherited = try s.startAgent(["--lock-after", "1h", "--socket", s.path("inherited.sock")],
+                                             environment: ["JOURNAL_STREAM": "\(other.st_dev):\(other.st_ino)"])
+            try await inherited.waitForLog(containing: "started; idle for")
+            #expect(!inherited.log.contains("<6>"), "\(inherited.log)")
+            #expect(inherited.log.contains("xidlelock: "), "\(inherited.log)")
+            // sd-daemon's rule holds both ways: a stream that is stderr is the journal's.
+            let journal = try s.startAgent(["--lock-after", "1h", "--socket", s.path("journal.sock")],
+                                           shell: "JOURNAL_STREAM=$(stat -L -c %d:%i /proc/$$/fd/2) && export JOURNAL_STREAM && exec \"$0\" \"$@\"")
+            try await waitUntil("a prefixed line", context: { journal.log }) { journal.log.contains("<6>") }
+            #expect(!journal.log.contains("xidlelock: started"), "\(journal.log)")
+        }
+    }
+}
+
+/// Two graphical sessions of the test's user, as a local session beside xrdp's: `c3` on
+/// the sandbox's Xvfb (active) and `c4` on a second Xvfb, both in logind's mock, whose
+/// GetSessionByPID finds a process's session by `MOCK_LOGIND_SESSION` in its (or an
+/// ancestor's) environment, as real logind finds it by the process's cgroup. Both share
+/// the sandbox's one session bus (one user, one `/run/user/UID/bus`) and one runtime
+/// directory, where each agent's control socket is named after its display.
+final class TwoSessions {
+    let s: Sandbox
+    let second: XvfbServer
+    static let first = "c3", other = "c4"
+    var runtime: String { s.path("runtime") }
+
+    private init(_ s: Sandbox, second: XvfbServer) {
+        self.s = s
+        self.second = second
+    }
+
+    static func with(_ body: (TwoSessions) async throws -> Void) async throws {
+        try await Sandbox.with(buses: true) { s in
+            let directory = s.directory.appending(path: "second")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let second = try await XvfbServer(in: directory)
+            let sessions = TwoSessions(s, second: second)
+            do {
+                mkdir(sessions.runtime, 0o700)
+                let name = String(cString: getpwuid(getuid())!.pointee.pw_name)
+                try await s.bus("guard-setup", first, String(getuid()), name, try #require(s.display))
+                try await s.bus("session-add", other, String(getuid()), name, second.display)
+                try await body(sessions)
+            } catch {
+                await second.stop()
+                throw error
+            }
+            await second.stop()
+        }
+    }
+
+    func display(_ session: String) -> String { session == Self.first ? s.display! : second.display }
+
+    /// What every process of `session` has in its environment.
+    func environment(_ session: String) -> [String: String?] {
+        ["DISPLAY": display(session), "XDG_SESSION_ID": session, "MOCK_LOGIND_SESSION": session, "XDG_RUNTIME_DIR": runtime]
+    }
+
+    /// The agent of `session`, on its default socket (the runtime directory's, named after
+    /// its display); waits until it answers.
+    func startAgent(_ session: String, _ arguments: [String]) async throws -> AgentProcess {
+        let agent = try s.startAgent(arguments, environment: environment(session))
+        try await waitUntil("the agent of \(session) to answer", context: { agent.log }) {
+            guard agent.process.isRunning else { throw AgentExited(waitingFor: "its socket", exit: Exit(agent.process), log: agent.log) }
+            return (try? await self.client(session, "status").exit) == .exited(0)
+        }
+        return agent
+    }
+
+    /// `xidlelock ARGUMENTS` run in `session`.
+    func client(_ session: String, _ arguments: String...) async throws -> CommandResult {
+        try await s.run(agentBinary, arguments, environment: environment(session))
+    }
+
+    func status(_ session: String) async throws -> [String: Any] {
+        let result = try await client(session, "status", "--json")
+        guard result.exit == .exited(0), let object = jsonObject(result.stdout) else {
+            throw CommandFailed(command: ["status", "--json"], result: result)
+        }
+        return object
+    }
+
+    /// Runs bus.py as a process of `session`.
+    func bus(_ session: String, _ arguments: String...) async throws -> CommandResult {
+        try await s.run(systemPython, [busScript] + arguments, environment: environment(session))
+    }
+}
+
+extension SessionsOfOneUserTests {
+    // Row 5.
+    @Test("status (and --json) names the logind session and the display each agent of one user answers for")
+    func statusNamesTheSession() async throws {
+        try await TwoSessions.with { t in
+            _ = try await t.startAgent(TwoSessions.first, ["--lock-after", "1h", "--locker", Script.locker])
+            _ = try await t.startAgent(TwoSessions.other, ["--lock-after", "1h", "--locker", Script.locker])
+            for session in [TwoSessions.first, TwoSessions.other] {
+                let named = try await t.status(session)["session"] as? [String: Any]
+                #expect(named?["id"] as? String == session && named?["display"] as? String == t.display(session)
+                        && named?["from"] as? String == "logind", "\(session): \(String(describing: named))")
+                let text = try await t.client(session, "status").stdout
+                #expect(text.contains("session: \(session) on \(t.display(session)) (from logind)"), "\(text)")
+            }
+        }
+    }
+
+    // Row 4.
+    @Test("a lock due at start (X idle past the lock time): its audit entry and its LockedHint name the logind session, learned before the lock")
+    func firstLockNamesTheSession() async throws {
+        try await TwoSessions.with { t in
+            try await t.s.x("xdotool", "key", "shift")
+            try await t.s.waitUntil("1.5 s of X idle") { try await t.s.serverIdle() >= 1500 }
+            let agent = try await t.startAgent(TwoSessions.first, ["--lock-after", "1s", "--locker", Script.grabbingLocker()])
+            _ = try await t.s.waitForLines("lockers.pids")
+            try await agent.waitForLog(containing: "locked: the locker holds the keyboard")
+            let log = agent.log
+            let named = log.range(of: "session \(TwoSessions.first) on \(t.display(TwoSessions.first)), as logind says")
+            let locking = log.range(of: "locking after")
+            #expect(named != nil && locking != nil && named!.lowerBound < locking!.lowerBound, "the session named after the lock\n\(log)")
+            try await t.s.waitUntil("LockedHint true on \(TwoSessions.first)") {
+                let calls = try await t.bus(TwoSessions.first, "locked-hint-calls")
+                return calls.stdout.contains("true")
+            }
+            if AuditTests.journalRuns {
+                let lock = try await AuditTests().waitForJournal(t.s, pid: agent.pid, "lock")["lock"]
+                #expect(lock?["XIDLELOCK_SESSION"] as? String == TwoSessions.first, "\(String(describing: lock))")
+                #expect(lock?["XIDLELOCK_DISPLAY"] as? String == t.display(TwoSessions.first), "\(String(describing: lock))")
+            } else {
+                try await agent.waitForAuditLine(of: "lock")
+                let line = agent.auditLines(of: "lock").first ?? ""
+                #expect(line.contains("XIDLELOCK_SESSION=\"\(TwoSessions.first)\""), "\(line)")
+            }
+        }
+    }
+}
+
+/// A real i3lock that any typed password unlocks, whose let-go falls before the agent's
+/// look and its exit `exitAfter` ms after that look (Harness/i3lock-preload.c, built
+/// here with cc into the sandbox).
+func preloadedI3lock(_ s: Sandbox, exitAfter: Int) async throws -> String {
+    let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appending(path: "Harness/i3lock-preload.c").path
+    let library = s.path("i3lock-preload.so")
+    let built = try await s.run("cc", ["-shared", "-fPIC", "-o", library, source, "-ldl", "-lxcb"])
+    guard built.exit == .exited(0) else { throw CommandFailed(command: ["cc", source], result: built) }
+    return "exec env LD_PRELOAD=\(library) I3LOCK_PRELOAD_LOG=\(s.path("i3lock.log")) I3LOCK_PRELOAD_EXIT_AFTER_MS=\(exitAfter) i3lock -n"
+}
+
+extension SessionsOfOneUserTests {
+    // Row 2.
+    @Test("a real i3lock unlocked by typing, letting go of the keyboard before the agent's look and exiting 0 1 s later (within the 1.5 s bound): an unlock each time, no error line, no new locker",
+          arguments: [1000])
+    func i3lockLetGoThenExitIsAnUnlock(exitAfter: Int) async throws {
+        try await Sandbox.with { s in
+            // i3lock lets go explicitly (before its exit) when it took the focus from the
+            // active window (_NET_ACTIVE_WINDOW, as a window manager sets it).
+            let window = try await s.x(testWindowBinary, "create", "editor")
+            try await s.x(testWindowBinary, "activate", window)
+            try await s.x("xdotool", "windowfocus", window)
+            let locker = try await preloadedI3lock(s, exitAfter: exitAfter)
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", locker, "--on-unlock", "echo >> unlocks"])
+            _ = try await s.startEvents()
+            for round in 1...2 {
+                #expect(try await s.client("lock").exit == .exited(0))
+                let pid = try await s.waitForCoveringLocker()
+                #expect(ProcInfo.name(pid) == "i3lock", "the locker is \(ProcInfo.name(pid) ?? "gone")")
+                try await s.x("xdotool", "type", "x")
+                try await s.x("xdotool", "key", "Return")
+                try await s.waitUntil("unlock \(round)", timeout: .seconds(30)) { s.lines("unlocks").count == round }
+            }
+            let notes = s.lines("i3lock.log")
+            print("figure: real i3lock, let-go, the agent's look, exit 0 \(exitAfter) ms after the look: \(notes)")
+            #expect(notes.filter { $0.hasPrefix("probed") }.count == 2, "the agent never looked between a let-go and the exit: \(notes)")
+            #expect(!agent.log.contains("error:"), "\(agent.log)")
+            #expect(!agent.log.contains("never grabbed"), "\(agent.log)")
+            #expect(!agent.log.contains("(attempt 2)"), "a new locker started\n\(agent.log)")
+            #expect(s.events("locker-not-covering").isEmpty && s.events("locker-failed").isEmpty, "\(s.contents("events"))")
+            #expect(agent.count(of: "unlocked after") == 2, "\(agent.log)")
+        }
+    }
+
+    @Test("without a policy: a locker that lets go and is still running past the 1.5 s bound is not covering (an error, LockedHint false); its later exit 0 unlocks without saying it never grabbed")
+    func letGoPastTheBound() async throws {
+        try await Sandbox.with(buses: true) { s in
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker",
+                                                          "exec \(testLockerBinary) --let-go-after 500 --let-go-file let-go --exit-after-probe 2500"])
+            #expect(try await s.client("lock").exit == .exited(0))
+            _ = try await s.waitForCoveringLocker()
+            try await agent.waitForLog(containing: "unlocked after", timeout: .seconds(30))
+            let letGo = s.lines("let-go")
+            #expect(letGo.count == 2 && letGo[1].hasPrefix("probed"), "\(letGo)")
+            #expect(agent.log.contains("error: the locker let go of the keyboard after holding it for"), "\(agent.log)")
+            #expect(agent.log.contains("(the locker had let go of the keyboard before it exited)"), "\(agent.log)")
+            #expect(!agent.log.contains("never grabbed"), "\(agent.log)")
+            let hints = try await s.lockedHintCalls()
+            #expect(Array(hints.prefix(2)) == [true, false], "\(hints)")
+        }
+    }
+}
+
+extension TwoSessions {
+    /// The first session's agent (it owns the session bus's names, started first), then
+    /// the second's, each with a lock time of an hour; returns once both have had the
+    /// bus's answer for org.freedesktop.ScreenSaver.
+    func startBothAgents() async throws -> (owner: AgentProcess, second: AgentProcess) {
+        let owner = try await startAgent(Self.first, ["--lock-after", "1h", "--locker", Script.locker])
+        try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+        let second = try await startAgent(Self.other, ["--lock-after", "1h", "--locker", Script.locker])
+        try await second.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+        return (owner, second)
+    }
+
+    /// `bus.py ss-inhibit` as a player of `session`, holding until `until` exists (then
+    /// `--uninhibit` if asked); returns once it printed its cookie (or failed).
+    func startPlayer(_ session: String, until: String, uninhibit: Bool = false) async throws -> (process: Process, output: String) {
+        let output = "player-\(session)-\(until)"
+        let process = try s.startBackground(systemPython, [busScript, "ss-inhibit", "/org/freedesktop/ScreenSaver", "player-\(session)", "film",
+                                                           "--until", until] + (uninhibit ? ["--uninhibit"] : []),
+                                            output: output, environment: environment(session))
+        try await s.waitUntil("the player of \(session) to be answered") { !s.lines(output).isEmpty || !process.isRunning }
+        return (process, output)
+    }
+
+    func inhibitors(_ session: String) async throws -> [[String: Any]] {
+        try await status(session)["inhibitors"] as? [[String: Any]] ?? []
+    }
+}
+
+extension SessionsOfOneUserTests {
+    // Row 1.
+    @Test("one user, two sessions, one session bus: a player's Inhibit holds the session it plays in, whichever agent owns org.freedesktop.ScreenSaver; the other session locks on time; a session with no agent is refused by name")
+    func holdHoldsTheCallersSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let (owner, _) = try await t.startBothAgents()
+
+            // A film in the second session: its agent holds it, the owner holds nothing.
+            let (player, output) = try await t.startPlayer(other, until: "stop-film")
+            let cookie = try #require(Int(t.s.lines(output).first ?? ""), "the player's Inhibit: \(t.s.contents(output))\n\(owner.log)")
+            let held = try await t.inhibitors(other)
+            #expect(held.count == 1 && held.first?["source"] as? String == "dbus" && held.first?["id"] as? Int == cookie
+                    && (held.first?["who"] as? String)?.contains("passed on by") == true, "\(held)")
+            #expect(try await t.inhibitors(first).isEmpty, "the owner holds its own session for the other's film")
+            #expect(try await t.status(first)["state"] as? String == "active")
+            #expect(owner.log.contains("passed on to the agent of logind session \(other)"), "\(owner.log)")
+
+            // Its end (the player leaves the bus) ends the hold over there.
+            t.s.touch("stop-film")
+            _ = try await player.waitForExit("the player")
+            try await t.s.waitUntil("the second session's hold to end") { try await t.inhibitors(other).isEmpty }
+
+            // UnInhibit of a hold passed on ends it too.
+            let (_, output2) = try await t.startPlayer(other, until: "stop-film-2", uninhibit: true)
+            #expect(Int(t.s.lines(output2).first ?? "") != nil, "\(t.s.contents(output2))")
+            try await t.s.waitUntil("the second hold") { try await t.inhibitors(other).count == 1 }
+            t.s.touch("stop-film-2")
+            try await t.s.waitUntil("the UnInhibit") { t.s.lines(output2).contains("uninhibited") }
+            try await t.s.waitUntil("the second session's hold to end by UnInhibit") { try await t.inhibitors(other).isEmpty }
+
+            // A film in the owner's own session is held there, as ever.
+            let (_, output3) = try await t.startPlayer(first, until: "stop-film-3")
+            #expect(Int(t.s.lines(output3).first ?? "") != nil, "\(t.s.contents(output3))")
+            let ownHeld = try await t.inhibitors(first), otherHeld = try await t.inhibitors(other)
+            #expect(ownHeld.count == 1 && otherHeld.isEmpty, "\(ownHeld) \(otherHeld)")
+            t.s.touch("stop-film-3")
+
+            // The same for org.freedesktop.PowerManagement (VLC, OBS, LibreOffice).
+            let pmOutput = "pm-\(other)"
+            _ = try t.s.startBackground(systemPython, [busScript, "pm-inhibit", "org.freedesktop.PowerManagement", "vlc", "film", "--until", "stop-pm"],
+                                        output: pmOutput, environment: t.environment(other))
+            try await t.s.waitUntil("PowerManagement's answer") { !t.s.lines(pmOutput).isEmpty }
+            let pmHeld = try await t.inhibitors(other)
+            #expect(pmHeld.count == 1 && pmHeld.first?["source"] as? String == "power-management", "\(pmHeld)\n\(t.s.contents(pmOutput))")
+            #expect(try await t.inhibitors(first).filter { $0["source"] as? String == "power-management" }.isEmpty)
+            t.s.touch("stop-pm")
+            try await t.s.waitUntil("the PowerManagement hold to end") { try await t.inhibitors(other).isEmpty }
+
+            // A session of the user with no agent: refused, naming it.
+            try await t.s.bus("session-add", "c5", String(getuid()), "someone", ":77")
+            let lonely = try await t.bus("c5", "ss", "/org/freedesktop/ScreenSaver", "Inhibit", "player-c5", "film")
+            #expect(lonely.exit != .exited(0) && lonely.stderr.contains("org.freedesktop.DBus.Error.AccessDenied")
+                    && lonely.stderr.contains("session c5") && lonely.stderr.contains("no xidlelock agent answers"), "\(lonely.stderr)")
+
+            // What passing on costs the caller: Inhibit and UnInhibit, 20 times, on one connection.
+            let timing = """
+            import dbus, time
+            o = dbus.SessionBus().get_object('org.freedesktop.ScreenSaver', '/org/freedesktop/ScreenSaver', introspect=False)
+            times = []
+            for k in range(20):
+                t0 = time.monotonic(); c = o.Inhibit('timing', 'film', dbus_interface='org.freedesktop.ScreenSaver'); times.append(time.monotonic() - t0)
+                o.UnInhibit(c, dbus_interface='org.freedesktop.ScreenSaver')
+            times.sort(); print('%.2f %.2f %.2f' % (times[0] * 1000, times[10] * 1000, times[-1] * 1000))
+            """
+            for session in [first, other] {
+                let measured = try await t.s.run(systemPython, ["-c", timing], environment: t.environment(session))
+                print("figure: Inhibit answered in ms (min, median, max of 20) for a caller of \(session == first ? "the owner's session, held there" : "the other session, passed on"): \(measured.stdout.trimmingCharacters(in: .whitespacesAndNewlines))\(measured.stderr)")
+            }
+            try await t.s.waitUntil("the timing holds to end") {
+                let (a, b) = (try await t.inhibitors(other), try await t.inhibitors(first))
+                return a.isEmpty && b.isEmpty
+            }
+
+            // doctor, in each session, says which agent serves the names on the shared bus.
+            let doctorOther = try await t.client(other, "doctor")
+            #expect(doctorOther.stdout.contains("served by the xidlelock agent of another session"), "\(doctorOther.stdout)")
+            let doctorFirst = try await t.client(first, "doctor")
+            #expect(doctorFirst.stdout.contains("for session \(first); a hold of another session's program is passed on"), "\(doctorFirst.stdout)")
+        }
+    }
+
+    @Test("a film in one session holds that session only: the other locks on time, whichever session's agent owns the bus's names")
+    func otherSessionLocksOnTime() async throws {
+        for ownerSession in [TwoSessions.first, TwoSessions.other] {
+            try await TwoSessions.with { t in
+                let filmSession = ownerSession == TwoSessions.first ? TwoSessions.other : TwoSessions.first
+                let lockAfter = 4000
+                for session in [ownerSession, filmSession] {
+                    _ = try await t.s.run("xdotool", ["key", "shift"], environment: t.environment(session))
+                    let agent = try await t.startAgent(session, ["--lock-after", "\(lockAfter)ms", "--locker", "echo locked > locked-\(session); exec sleep 60"])
+                    try await agent.waitForLog(containing: session == ownerSession ? "serving org.freedesktop.ScreenSaver" : "org.freedesktop.ScreenSaver is ")
+                }
+                // The film plays in the session whose agent does not own the name, or does.
+                let (_, output) = try await t.startPlayer(filmSession, until: "stop")
+                #expect(Int(t.s.lines(output).first ?? "") != nil, "\(t.s.contents(output))")
+                try await t.s.waitUntil("the session without a film to lock", timeout: .seconds(30)) {
+                    t.s.exists("locked-\(ownerSession)")
+                }
+                var filmStatus: [String: Any] = [:]
+                try await t.s.waitUntil("the film's session idle past the lock time") {
+                    filmStatus = try await t.status(filmSession)
+                    return filmStatus["idle_ms"] as? Int ?? 0 >= lockAfter + 1000
+                }
+                #expect(!t.s.exists("locked-\(filmSession)") && filmStatus["state"] as? String == "inhibited", "\(filmStatus)")
+                t.s.touch("stop")
+            }
+        }
+    }
+
+    @Test("a pass-on request from a program that does not own the service's name is refused: the socket's door is the user's, the service's is the bus's owner's")
+    func passOnFromAnotherProgramIsRefused() async throws {
+        try await TwoSessions.with { t in
+            let other = TwoSessions.other
+            let (_, second) = try await t.startBothAgents()
+            // The user's own program, naming a real process of the second session.
+            let socket = "\(t.runtime)/xidlelock/\(t.display(other).dropFirst()).sock"
+            let script = """
+            import json, os, socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sys.argv[1])
+            s.sendall((json.dumps({"v": 1, "cmd": "pass-on", "source": "dbus", "pid": int(sys.argv[2]), "who": "a film", "why": "forged"}) + "\\n").encode())
+            print(s.makefile().readline().strip())
+            """
+            let forged = try await t.s.run(systemPython, ["-c", script, socket, String(second.pid)], environment: t.environment(other))
+            #expect(forged.stdout.contains("only the program that owns"), "\(forged.stdout)\(forged.stderr)")
+            #expect(try await t.inhibitors(other).isEmpty)
+        }
+    }
+}
+
+extension SessionsOfOneUserTests {
+    // Row 1, MPRIS.
+    @Test("--not-when-playing with two sessions of one user: a player playing in one session holds that session's agent only (the player's pid placed by logind)")
+    func playerHoldsItsOwnSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let agents = [try await t.startAgent(first, ["--lock-after", "1h", "--locker", Script.locker, "--not-when-playing"]),
+                          try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.locker, "--not-when-playing"])]
+            for agent in agents { try await agent.waitForLog(containing: "following the media players") }
+            let player = try await MprisPlayer("film", in: t.s, environment: t.environment(other))
+            try await t.s.waitUntil("the player's hold in \(other)") {
+                try await t.inhibitors(other).contains { $0["source"] as? String == "playing" }
+            }
+            // The first agent has seen the same player, and logind's answer, by now: a
+            // player of its own session would be held within the same moment.
+            let mine = try await MprisPlayer("mine", in: t.s, environment: t.environment(first))
+            try await t.s.waitUntil("its own player's hold in \(first)") {
+                try await t.inhibitors(first).contains { $0["source"] as? String == "playing" }
+            }
+            let held = try await t.inhibitors(first)
+            #expect(held.count == 1 && (held.first?["who"] as? String)?.contains("\(mine.pid)") == true, "\(held)")
+            let otherHeld = try await t.inhibitors(other)
+            #expect(otherHeld.count == 1 && (otherHeld.first?["who"] as? String)?.contains("\(player.pid)") == true, "\(otherHeld)")
+        }
+    }
+}
+
+extension SessionsOfOneUserTests {
+    @Test("the agent of the session that stays takes over the session bus's names when the owner's session ends: its players are held there, and the ended session's are refused")
+    func namesTakenOverWhenTheOwnerEnds() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let (owner, second) = try await t.startBothAgents()
+            let (_, before) = try await t.startPlayer(other, until: "stop-before")
+            #expect(Int(t.s.lines(before).first ?? "") != nil, "\(t.s.contents(before))")
+            try await t.s.waitUntil("the passed-on hold") { try await t.inhibitors(other).count == 1 }
+            owner.terminate()
+            _ = try await owner.waitForExit()
+            // What the ended agent passed on ended with it; the name is the second's now.
+            try await t.s.waitUntil("the passed-on hold to end with its agent") { try await t.inhibitors(other).isEmpty }
+            try await second.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            let (_, after) = try await t.startPlayer(other, until: "stop-after")
+            #expect(Int(t.s.lines(after).first ?? "") != nil, "\(t.s.contents(after))")
+            let held = try await t.inhibitors(other)
+            #expect(held.count == 1 && (held.first?["who"] as? String)?.contains("passed on") == false, "\(held)")
+            let orphan = try await t.bus(first, "ss", "/org/freedesktop/ScreenSaver", "Inhibit", "player-c3", "film")
+            #expect(orphan.exit != .exited(0) && orphan.stderr.contains("session \(first)"), "\(orphan.stderr)")
+            t.s.touch("stop-before")
+            t.s.touch("stop-after")
+        }
+    }
+}
+
+extension SessionsOfOneUserTests {
+    @Test("org.freedesktop.ScreenSaver.Lock (xdg-screensaver lock) from a program of the second session locks the second session, not the owner's; its SimulateUserActivity is refused")
+    func lockLocksTheCallersSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let owner = try await t.startAgent(first, ["--lock-after", "1h", "--locker", "echo > locked-\(first); exec sleep 60"])
+            try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            let second = try await t.startAgent(other, ["--lock-after", "1h", "--locker", "echo > locked-\(other); exec sleep 60"])
+            try await second.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+            let lock = try await t.bus(other, "ss", "/org/freedesktop/ScreenSaver", "Lock")
+            #expect(lock.exit == .exited(0), "\(lock.stderr)")
+            try await t.s.waitUntil("the second session's locker") { t.s.exists("locked-\(other)") }
+            #expect(!t.s.exists("locked-\(first)"), "the owner's session was locked for the other's Lock\n\(owner.log)")
+            // Nor is another session's program activity in the owner's session.
+            let activity = try await t.bus(other, "ss", "/org/freedesktop/ScreenSaver", "SimulateUserActivity")
+            #expect(activity.exit != .exited(0) && activity.stderr.contains("its activity is not this session's"), "\(activity.stderr)")
+            let own = try await t.bus(first, "ss", "/org/freedesktop/ScreenSaver", "SimulateUserActivity")
+            #expect(own.exit == .exited(0), "\(own.stderr)")
+        }
+    }
+}
