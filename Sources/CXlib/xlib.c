@@ -27,6 +27,7 @@
     F(X11, int, XFlush, (Display *d), (d)) \
     F(X11, int, XSync, (Display *d, Bool discard), (d, discard)) \
     F(X11, int, XPending, (Display *d), (d)) \
+    F(X11, int, XEventsQueued, (Display *d, int mode), (d, mode)) \
     F(X11, int, XNextEvent, (Display *d, XEvent *event), (d, event)) \
     F(X11, Bool, XGetEventData, (Display *d, XGenericEventCookie *cookie), (d, cookie)) \
     F(X11, int, XFree, (void *data), (data)) \
