@@ -69,7 +69,7 @@ enum XtestSetting: String, CaseIterable, Sendable {
             _ = try await s.status()
             let counts = try #require(try await s.status()["x_input"] as? [String: Any], "status has no x_input")
             #expect(counts["raw_events_read"] as? Int == 0, "the agent read XTEST events: \(counts)")
-            #expect(counts["selections"] as? Int == 0, "listening changed: \(counts)")
+            #expect(counts["selections"] as? Int == 1, "listening changed after the start's selection: \(counts)")
         }
     }
 
@@ -89,9 +89,11 @@ enum XtestSetting: String, CaseIterable, Sendable {
             let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker, "--ignore-xtest"],
                                          environment: ["DISPLAY": nested])
             try await agent.waitForLog(containing: "started")
-            // The mouse taken off its master and put back while the agent runs: raw input
-            // is selected per device, and the selection follows the hierarchy.
-            for step in [["float", "Xephyr virtual mouse"], ["reattach", "Xephyr virtual mouse", "Virtual core pointer"]] {
+            // A new master, and the mouse moved to it while the agent runs: raw input is
+            // selected per device, and the selection follows the hierarchy (the new
+            // master's XTEST devices stay unselected). (`xinput float` and a reattach
+            // crash Xephyr 21.1.7.)
+            for step in [["create-master", "second"], ["reattach", "Xephyr virtual mouse", "second pointer"]] {
                 let result = try await s.run("xinput", step, environment: ["DISPLAY": nested])
                 #expect(result.exit == .exited(0), "xinput \(step): \(result.stderr)")
             }
