@@ -37,7 +37,13 @@ final class XServer: RawInputConnection {
     /// (`xidlelock idle` does without this type: see IdleQuery).
     init() throws(AgentError) {
         try XServer.loadXlib()
+        var loadError = [CChar](repeating: 0, count: 256)
+        guard xil_xcb_events_load(&loadError, loadError.count) == 0 else {
+            throw XDisplayName.xlibMissing(String(nulTerminated: loadError))
+        }
         guard let display = XOpenDisplay(nil) else { throw XDisplayName.cannotOpen() }
+        // Before any event is read: XCB keeps the events, read one at a time (drainInput).
+        xil_xcb_take_events(display)
         var eventBase: Int32 = 0
         var errorBase: Int32 = 0
         var saverEventBase: Int32 = 0
@@ -98,20 +104,26 @@ final class XServer: RawInputConnection {
     static func installErrorHandlers() throws(AgentError) {
         try loadXlib()
         XSetErrorHandler { _, event in
-            // A followed window that closed before a request about it reached the server.
-            if let event, event.pointee.error_code == UInt8(BadWindow) {
-                Log.write(.debug, "X error BadWindow on request \(event.pointee.request_code): a window closed")
-                return 0
-            }
-            if let event {
-                Log.write(.warning, "X error \(event.pointee.error_code) on request \(event.pointee.request_code).\(event.pointee.minor_code)")
-            }
+            if let event { XServer.logError(Int32(event.pointee.error_code), request: Int32(event.pointee.request_code), minor: Int32(event.pointee.minor_code)) }
             return 0
         }
-        XSetIOErrorHandler { _ in
-            Log.write(.error, "lost the connection to the X server; exiting (a running locker is left alone)")
-            exit(1)
+        XSetIOErrorHandler { _ in XServer.connectionLost() }
+    }
+
+    /// An X error: logged, never fatal. Those of requests with a reply reach Xlib's
+    /// handler; those of requests without one come among the events (drainInput).
+    static func logError(_ code: Int32, request: Int32, minor: Int32) {
+        // A followed window that closed before a request about it reached the server.
+        if code == BadWindow {
+            Log.write(.debug, "X error BadWindow on request \(request): a window closed")
+        } else {
+            Log.write(.warning, "X error \(code) on request \(request).\(minor)")
         }
+    }
+
+    static func connectionLost() -> Never {
+        Log.write(.error, "lost the connection to the X server; exiting (a running locker is left alone)")
+        exit(1)
     }
 
     /// Selects or deselects raw key, button, motion and touch events: from every
@@ -537,38 +549,34 @@ final class XServer: RawInputConnection {
         var property: Atom?
     }
 
-    /// Reads every event Xlib has, and with `readingSocket` every one it can read
-    /// without blocking. The cookie data is never fetched: the agent only needs to know
-    /// that input happened (which devices are selected says whose), and Xlib frees
-    /// unclaimed cookies itself.
+    /// Reads every event XCB has, and with `readingSocket` every one it can read
+    /// without blocking. Raw input events are only counted (in C, each freed as it is
+    /// read): the agent needs to know that input happened, not what it was, and which
+    /// devices are selected says whose.
     func drainInput(readingSocket: Bool = true) -> Drained {
         var drained = Drained()
-        var event = XEvent()
-        while (readingSocket ? XPending(display) : XEventsQueued(display, QueuedAlready)) > 0 {
-            XNextEvent(display, &event)
-            if event.type == GenericEvent && event.xcookie.extension == xinputOpcode {
-                if event.xcookie.evtype == XI_HierarchyChanged {
-                    readDevices()
-                    continue
-                }
-                counts.rawEvents += 1
-                // Sent before the server took the deselection: input already counted.
-                if listening {
-                    drained.input += 1
-                } else {
-                    drained.late += 1
-                    counts.lateEvents += 1
-                }
-            } else if event.type == saverEventBase {  // + ScreenSaverNotify (0)
-                let notify = withUnsafePointer(to: &event) {
-                    $0.withMemoryRebound(to: XScreenSaverNotifyEvent.self, capacity: 1) { $0.pointee }
-                }
-                if notify.state == 1 { drained.saverOn = true }  // ScreenSaverOn
-            } else if event.type == PropertyNotify {
-                drained.windowChanges.append(WindowChange(window: event.xproperty.window, property: event.xproperty.atom))
-            } else if event.type == DestroyNotify {
-                drained.windowChanges.append(WindowChange(window: event.xdestroywindow.window, property: nil))
+        var raw: UInt = 0
+        var event = xil_x_event()
+        while true {
+            let got = xil_xcb_next_event(display, readingSocket ? 1 : 0, xinputOpcode, saverEventBase, &raw, &event)
+            if got < 0 { XServer.connectionLost() }
+            if got == 0 { break }
+            switch xil_x_event_kind(UInt32(event.kind)) {
+            case XIL_X_HIERARCHY: readDevices()
+            case XIL_X_SAVER_ON: drained.saverOn = true
+            case XIL_X_PROPERTY: drained.windowChanges.append(WindowChange(window: Window(event.window), property: Atom(event.atom)))
+            case XIL_X_DESTROYED: drained.windowChanges.append(WindowChange(window: Window(event.window), property: nil))
+            case XIL_X_ERROR: XServer.logError(event.error_code, request: event.request_code, minor: event.minor_code)
+            default: break
             }
+        }
+        counts.rawEvents += Int(raw)
+        // Read after the deselection: sent before the server took it, input already counted.
+        if listening {
+            drained.input = Int(raw)
+        } else {
+            drained.late = Int(raw)
+            counts.lateEvents += Int(raw)
         }
         return drained
     }
