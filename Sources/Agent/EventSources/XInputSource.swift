@@ -6,13 +6,13 @@ protocol RawInputConnection: AnyObject {
     /// Whether raw input is selected now.
     var listening: Bool { get }
     func listen(_ on: Bool)
-    /// Reads the events Xlib has queued, and with `readingSocket` those the socket
-    /// holds too.
+    /// Reads the events already read into XCB's queue, and with `readingSocket` those
+    /// the socket holds too.
     func drainInput(readingSocket: Bool) -> XServer.Drained
 }
 
 /// The X connection as a source: raw input read from it becomes `.input`.
-/// Xlib reads events into its queue during round trips and flushes, and then the
+/// Round trips (Xlib's, through XCB) read events into XCB's queue, and then the
 /// descriptor stays quiet: so the queue is drained right before every wait, after
 /// the last request, or a key's release would wait unseen until the next deadline.
 final class XInputSource: EventSource {
