@@ -39,19 +39,21 @@ struct XInputSourceTests {
         var inputs = 0
     }
 
-    func source(_ x: ScriptedConnection, _ listening: Listening) -> XInputSource {
+    /// A source over a scripted connection, listening.
+    func setUp() -> (ScriptedConnection, Listening, XInputSource) {
+        let x = ScriptedConnection()
+        let listening = Listening()
         let clock = self.clock
-        return XInputSource(x, wantsInput: { listening.on }, onInput: {
+        let source = XInputSource(x, wantsInput: { listening.on }, onInput: {
             listening.inputs += 1
             listening.on = false
         }, now: { clock.now })
+        return (x, listening, source)
     }
 
     @Test("events the server sent before it took the deselection are not input, and the socket is left alone 5 ms once one came: one read for the rest, not a wake-up each")
     func lateEventsReadTogether() throws {
-        let x = ScriptedConnection()
-        let listening = Listening()
-        let source = source(x, listening)
+        let (x, listening, source) = setUp()
         x.inSocket = 1
         source.dispatch(.readable)
         #expect(listening.inputs == 1)
@@ -82,14 +84,12 @@ struct XInputSourceTests {
 
     @Test("listening again ends the wait for late events at once: input is heard from its first event")
     func listeningAgainReadsAtOnce() throws {
-        let x = ScriptedConnection()
-        let listening = Listening()
-        let source = source(x, listening)
-        x.inSocket = 1
-        source.dispatch(.readable)
-        x.inSocket = 1
-        source.dispatch(.readable)
-        #expect(source.pollInterest == nil)
+        let (x, listening, source) = setUp()
+        for _ in 0..<2 {
+            x.inSocket = 1
+            source.dispatch(.readable)
+        }
+        #expect(source.pollInterest == nil, "one input, then one late event")
         // The machine's deadline: listening resumes (its prepare comes before the wait).
         listening.on = true
         source.prepareToWait()
@@ -101,9 +101,7 @@ struct XInputSourceTests {
 
     @Test("input while listening never starts a wait: a user's input costs no extra wake-up")
     func inputAloneNoWait() throws {
-        let x = ScriptedConnection()
-        let listening = Listening()
-        let source = source(x, listening)
+        let (x, listening, source) = setUp()
         x.inSocket = 3
         source.dispatch(.readable)
         source.prepareToWait()
