@@ -186,7 +186,7 @@ int xil_xcb_events_load(char *error, size_t size) {
 
 void xil_xcb_take_events(Display *d) { XSetEventQueueOwner(d, XCBOwnsEventQueue); }
 
-int xil_xcb_next_event(Display *d, int reading_socket, int xinput_opcode, int saver_event,
+int xil_xcb_next_event(Display *d, int reading_socket, int xinput_opcode, int saver_event, int stop_at_input,
                        unsigned long *raw_events, struct xil_x_event *out) {
     xcb_connection_t *c = XGetXCBConnection(d);
     for (;;) {
@@ -200,7 +200,9 @@ int xil_xcb_next_event(Display *d, int reading_socket, int xinput_opcode, int sa
             if (evtype != XI_HierarchyChanged) {
                 /* Raw input: counted, never queued or converted. */
                 ++*raw_events;
-                continue;
+                if (!stop_at_input) continue;
+                out->kind = XIL_X_INPUT;
+                return 1;
             }
             out->kind = XIL_X_HIERARCHY;
             return 1;

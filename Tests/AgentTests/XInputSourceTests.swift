@@ -19,12 +19,16 @@ final class ScriptedConnection: RawInputConnection {
         selections += 1
     }
 
-    func drainInput(readingSocket: Bool) -> XServer.Drained {
+    func drainInput(readingSocket: Bool, stoppingAtInput: Bool) -> XServer.Drained {
         var drained = XServer.Drained()
         guard readingSocket else { return drained }
         socketReads += 1
-        if listening { drained.input = inSocket } else { drained.late = inSocket }
-        inSocket = 0
+        if listening {
+            drained.input = stoppingAtInput ? min(inSocket, 1) : inSocket
+        } else {
+            drained.late = inSocket
+        }
+        inSocket -= drained.input + drained.late
         return drained
     }
 }
@@ -99,12 +103,24 @@ struct XInputSourceTests {
         #expect(listening.inputs == 2)
     }
 
-    @Test("input while listening never starts a wait: a user's input costs no extra wake-up")
+    @Test("input with nothing late after it starts no wait: a user's key press costs no extra wake-up")
     func inputAloneNoWait() throws {
         let (x, listening, source) = setUp()
-        x.inSocket = 3
+        x.inSocket = 1
         source.dispatch(.readable)
         source.prepareToWait()
         #expect(listening.inputs == 1 && source.deadline == nil && source.pollInterest?.fd == 5)
+    }
+}
+
+extension XInputSourceTests {
+    @Test("the first input event stops the read: listening is paused (the deselection sent) before the rest of a burst is read, which is then late")
+    func firstInputDeselectsAtOnce() throws {
+        let (x, listening, source) = setUp()
+        x.inSocket = 50
+        source.dispatch(.readable)
+        #expect(listening.inputs == 1 && !x.listening)
+        #expect(x.inSocket == 0, "the rest read after the deselection")
+        #expect(source.pollInterest == nil, "they were late: the socket is left alone")
     }
 }

@@ -7,8 +7,9 @@ protocol RawInputConnection: AnyObject {
     var listening: Bool { get }
     func listen(_ on: Bool)
     /// Reads the events already read into XCB's queue, and with `readingSocket` those
-    /// the socket holds too.
-    func drainInput(readingSocket: Bool) -> XServer.Drained
+    /// the socket holds too; with `stoppingAtInput`, while listening, up to the first
+    /// raw input event.
+    func drainInput(readingSocket: Bool, stoppingAtInput: Bool) -> XServer.Drained
 }
 
 /// The X connection as a source: raw input read from it becomes `.input`.
@@ -65,6 +66,9 @@ final class XInputSource: EventSource {
 
     private func drain(readingSocket: Bool) {
         var readingSocket = readingSocket
+        // Up to the first input, which pauses listening (the deselection then goes out
+        // at once); after that, all there is in each pass, as before.
+        var heardInput = false
         while true {
             x.listen(wantsInput())
             if x.listening {
@@ -72,11 +76,14 @@ final class XInputSource: EventSource {
                 lateEventsUntil = nil
                 readingSocket = true
             }
-            let drained = x.drainInput(readingSocket: readingSocket)
+            let drained = x.drainInput(readingSocket: readingSocket, stoppingAtInput: !heardInput)
             if drained.late > 0 && readingSocket && !x.listening { lateEventsUntil = now() + Self.lateEventsWait }
             if drained.saverOn { onSaverOn() }
             if !drained.windowChanges.isEmpty { onWindowChanges(drained.windowChanges) }
-            if drained.input > 0 { onInput() }
+            if drained.input > 0 {
+                heardInput = true
+                onInput()
+            }
             // Each handler may make round trips, which read more events into Xlib's queue.
             guard drained.input > 0 || drained.saverOn || !drained.windowChanges.isEmpty else { return }
         }

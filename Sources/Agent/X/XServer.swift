@@ -552,16 +552,19 @@ final class XServer: RawInputConnection {
     /// Reads every event XCB has, and with `readingSocket` every one it can read
     /// without blocking. Raw input events are only counted (in C, each freed as it is
     /// read): the agent needs to know that input happened, not what it was, and which
-    /// devices are selected says whose.
-    func drainInput(readingSocket: Bool = true) -> Drained {
+    /// devices are selected says whose. `stoppingAtInput`: while listening, it stops
+    /// at the first input (the state machine pauses listening then, and the sooner the
+    /// deselection goes out, the fewer events a flood sends before the server takes it).
+    func drainInput(readingSocket: Bool = true, stoppingAtInput: Bool = false) -> Drained {
         var drained = Drained()
         var raw: UInt = 0
         var event = xil_x_event()
-        while true {
-            let got = xil_xcb_next_event(display, readingSocket ? 1 : 0, xinputOpcode, saverEventBase, &raw, &event)
+        reading: while true {
+            let got = xil_xcb_next_event(display, readingSocket ? 1 : 0, xinputOpcode, saverEventBase, listening && stoppingAtInput ? 1 : 0, &raw, &event)
             if got < 0 { XServer.connectionLost() }
             if got == 0 { break }
             switch xil_x_event_kind(UInt32(event.kind)) {
+            case XIL_X_INPUT: break reading
             case XIL_X_HIERARCHY: readDevices()
             case XIL_X_SAVER_ON: drained.saverOn = true
             case XIL_X_PROPERTY: drained.windowChanges.append(WindowChange(window: Window(event.window), property: Atom(event.atom)))

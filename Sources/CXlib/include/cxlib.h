@@ -34,6 +34,7 @@ void xil_xcb_take_events(struct _XDisplay *display);
 
 enum xil_x_event_kind {
     XIL_X_NONE = 0,
+    XIL_X_INPUT,      /* raw input, with stop_at_input */
     XIL_X_HIERARCHY,  /* XI_HierarchyChanged */
     XIL_X_SAVER_ON,   /* ScreenSaverNotify, state On */
     XIL_X_PROPERTY,   /* PropertyNotify: window, atom */
@@ -51,9 +52,10 @@ struct xil_x_event {
 };
 
 /* The next event the agent acts on (1), none left (0), or a lost connection (-1);
- * raw input events before it are added to *raw_events. `reading_socket` 0: only
- * what XCB has read already (during round trips). */
+ * raw input events before it are added to *raw_events, and with `stop_at_input`
+ * the first one is returned too. `reading_socket` 0: only what XCB has read
+ * already (during round trips). */
 int xil_xcb_next_event(struct _XDisplay *display, int reading_socket, int xinput_opcode, int saver_event,
-                       unsigned long *raw_events, struct xil_x_event *out);
+                       int stop_at_input, unsigned long *raw_events, struct xil_x_event *out);
 
 #endif
