@@ -85,8 +85,16 @@ static void cloexec_from(int first) {
 /* Only async-signal-safe calls from here to exec: the child of a fork, or of a
  * vfork (the parent's memory and stack, the parent suspended until the exec): so
  * nothing here allocates or writes anything of the parent's but errno. */
+/* The timer slack the process started with (before xil_set_timer_slack), given
+ * back to every child; 0 while unchanged. */
+static long inherited_timer_slack;
+
 static void child_after_fork(const struct xil_spawn_request *r, int report) {
     if (r->new_session) setsid();
+    /* The agent's own slack is its deadlines' (xil_set_timer_slack): a locker or a hook
+     * runs with the one the agent was given (i3lock -n waited for ever for a keyboard
+     * grab it retried with 1 ns). */
+    if (inherited_timer_slack > 0) prctl(PR_SET_TIMERSLACK, (unsigned long)inherited_timer_slack, 0, 0, 0);
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -417,7 +425,10 @@ enum xil_wait_kind xil_child_wait(pid_t pid, int *value) {
 
 int xil_set_undumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
-int xil_set_timer_slack(unsigned long ns) { return prctl(PR_SET_TIMERSLACK, ns, 0, 0, 0); }
+int xil_set_timer_slack(unsigned long ns) {
+    if (inherited_timer_slack == 0) inherited_timer_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    return prctl(PR_SET_TIMERSLACK, ns, 0, 0, 0);
+}
 
 int xil_directory_watch(const char *directory) {
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);

@@ -125,7 +125,8 @@ int xil_signal_ignored(int signal);
  * write its memory through /proc (only root can). 0 or -1 and errno. */
 int xil_set_undumpable(void);
 /* prctl(PR_SET_TIMERSLACK, ns): how late the kernel may wake the process's timers
- * (50 us by default, to group wake-ups). 0 or -1 and errno. */
+ * (50 us by default, to group wake-ups); children started by xil_spawn get the slack
+ * the process had before. 0 or -1 and errno. */
 int xil_set_timer_slack(unsigned long ns);
 /* An inotify descriptor (non-blocking, close-on-exec) readable when a file is created
  * in or moved into `directory`; -1 and errno. */
