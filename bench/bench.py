@@ -407,11 +407,11 @@ HEURISTICS = {
     "all on, every bus service, a stream and a player play": [
         "--not-when-fullscreen", "--not-when-audio", "--not-when-playing", "--corners", "+-0+",
         "--lock-after-on-battery", "30m"],
+    # Its burst is XTest input, which the agent does not count: raw input is selected
+    # from the real devices only, so the server sends the agent none of it.
+    "--ignore-xtest, an XTest flood": ["--ignore-xtest"],
     # UPower followed on a system bus (python3-dbusmock's upower template), a screen-off
     # timer set, a stage that fires through audio holds.
-    # Its burst is XTest input: the agent never pauses listening, and fetches every
-    # event's data to look its device up (the worst case of the filter).
-    "--ignore-xtest, an XTest flood": ["--ignore-xtest"],
     "UPower, screen off, a stage ignore=audio": ["--lock-after-on-battery", "30m", "--screen-off-after-lock", "30s",
                                                   "--stage", "dim=50m on-battery=20m ignore=audio:true"],
 }

@@ -67,12 +67,12 @@ if readelf -V "$stage/usr/bin/xidlelock" | grep -q GLIBC_ABI_DT_RELR; then
     depends=$(echo "$depends" | sed 's/libc6 (>= [^)]*)/libc6 (>= 2.36)/')
     case $depends in *"libc6 (>= 2.36)"*) ;; *) depends="libc6 (>= 2.36), $depends" ;; esac
 fi
-# libX11, libXss, libXi and libXRes are loaded at run time by the agent (`xidlelock
+# libX11, libX11-xcb, libXss, libXi and libXRes are loaded at run time by the agent (`xidlelock
 # idle` speaks through libxcb and starts faster without them), so dpkg-shlibdeps
 # cannot see them; the agent needs them (without libXRes it runs, but cannot tell
 # the locker's keyboard grab from another client's). The versions are what
 # dpkg-shlibdeps would write for the functions used (their symbols files and shlibs).
-for dep in "libx11-6 (>= 2:1.6.0)" "libxss1" "libxi6 (>= 2:1.2.99.4)" "libxres1 (>= 2:1.2.1)"; do
+for dep in "libx11-6 (>= 2:1.6.0)" "libx11-xcb1" "libxss1" "libxi6 (>= 2:1.2.99.4)" "libxres1 (>= 2:1.2.1)"; do
     case $depends in *"${dep%% *}"*) ;; *) depends="$depends, $dep" ;; esac
 done
 

@@ -249,9 +249,9 @@ for needed in $(readelf -d "$unpacked" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
     pkg=$(owner "$path") || { fail "NEEDED $needed ($path) belongs to no package"; continue; }
     printf '%s\n' "$dep_names" | grep -qx "$pkg" || fail "NEEDED $needed comes from $pkg, which Depends does not name"
 done
-# The agent loads libX11, libXss, libXi and libXRes (CXlib) with dlopen:
+# The agent loads libX11, libX11-xcb, libXss, libXi and libXRes (CXlib) with dlopen:
 # Depends must name them all the same.
-for loaded in libX11.so.6 libXss.so.1 libXi.so.6 libXRes.so.1; do
+for loaded in libX11.so.6 libX11-xcb.so.1 libXss.so.1 libXi.so.6 libXRes.so.1; do
     path=$(ldconfig -p | awk -v n="$loaded" '$1 == n { print $NF; exit }')
     if pkg=$(owner "$path"); then
         printf '%s\n' "$dep_names" | grep -qx "$pkg" || fail "$loaded (loaded at run time) comes from $pkg, which Depends does not name"

@@ -157,6 +157,9 @@ public final class Agent {
         let lockAfter = options.lockAfter
         let notified = xil_notify_ready("watching \(getenv("DISPLAY").map { String(cString: $0) } ?? "?"), lock after \(lockAfter)")
         if notified < 0 { Log.write(.warning, "cannot tell systemd the agent is ready: \(String(cString: strerror(-notified)))") }
+        // The deadlines are timers of a few per hour: they fire when due, not up to the
+        // kernel's default 50 us later (its slack groups wake-ups of busy programs).
+        _ = xil_set_timer_slack(1)
         agent.loop.run()
     }
 

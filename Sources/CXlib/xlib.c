@@ -10,8 +10,16 @@
 #include <X11/extensions/dpms.h>
 #include <X11/extensions/scrnsaver.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+#include <xcb/xcb.h>
+#include <xcb/screensaver.h>
 #include "clinux.h"
+
+/* libX11-xcb's two functions (its header is in libx11-xcb-dev, not needed to build). */
+enum XEventQueueOwner { XlibOwnsEventQueue = 0, XCBOwnsEventQueue };
+xcb_connection_t *XGetXCBConnection(Display *d);
+void XSetEventQueueOwner(Display *d, enum XEventQueueOwner owner);
 
 /* F(library, return type, name, parameters, arguments) */
 #define XIL_XLIB_FUNCTIONS(F) \
@@ -78,7 +86,8 @@
     F(Xext, Status, DPMSInfo, (Display *d, CARD16 *level, BOOL *enabled), (d, level, enabled)) \
     F(Xext, Status, DPMSEnable, (Display *d), (d)) \
     F(Xext, Status, DPMSDisable, (Display *d), (d)) \
-    F(Xext, Status, DPMSForceLevel, (Display *d, CARD16 level), (d, level))
+    F(Xext, Status, DPMSForceLevel, (Display *d, CARD16 level), (d, level)) \
+    F(X11xcb, xcb_connection_t *, XGetXCBConnection, (Display *d), (d))
 
 /* The functions of the list that return nothing. */
 #define XIL_XLIB_PROCEDURES(F) \
@@ -86,7 +95,8 @@
     F(Xi, void, XIFreeDeviceInfo, (XIDeviceInfo *info), (info)) \
     F(Xss, void, XScreenSaverSelectInput, (Display *d, Drawable drawable, unsigned long mask), (d, drawable, mask)) \
     F(Xrandr, void, XRRFreeMonitors, (XRRMonitorInfo *monitors), (monitors)) \
-    F(XRes, void, XResClientIdsDestroy, (long count, XResClientIdValue *ids), (count, ids))
+    F(XRes, void, XResClientIdsDestroy, (long count, XResClientIdValue *ids), (count, ids)) \
+    F(X11xcb, void, XSetEventQueueOwner, (Display *d, enum XEventQueueOwner owner), (d, owner))
 
 #define XIL_ALL(F) XIL_XLIB_FUNCTIONS(F) XIL_XLIB_PROCEDURES(F)
 
@@ -167,4 +177,53 @@ int xil_xres_load(char *error, size_t size) {
 int xil_xext_load(char *error, size_t size) {
     static int loaded;
     return load_part("libXext.so.6", "Xext", &loaded, error, size);
+}
+
+int xil_xcb_events_load(char *error, size_t size) {
+    static int loaded;
+    return load_part("libX11-xcb.so.1", "X11xcb", &loaded, error, size);
+}
+
+void xil_xcb_take_events(Display *d) { XSetEventQueueOwner(d, XCBOwnsEventQueue); }
+
+int xil_xcb_next_event(Display *d, int reading_socket, int xinput_opcode, int saver_event, int stop_at_input,
+                       unsigned long *raw_events, struct xil_x_event *out) {
+    xcb_connection_t *c = XGetXCBConnection(d);
+    for (;;) {
+        xcb_generic_event_t *e = reading_socket ? xcb_poll_for_event(c) : xcb_poll_for_queued_event(c);
+        if (!e) return xcb_connection_has_error(c) ? -1 : 0;
+        int type = e->response_type & 0x7f;
+        memset(out, 0, sizeof *out);
+        if (type == XCB_GE_GENERIC && ((xcb_ge_generic_event_t *)e)->extension == xinput_opcode) {
+            int evtype = ((xcb_ge_generic_event_t *)e)->event_type;
+            free(e);
+            if (evtype != XI_HierarchyChanged) {
+                /* Raw input: counted, never queued or converted. */
+                ++*raw_events;
+                if (!stop_at_input) continue;
+                out->kind = XIL_X_INPUT;
+                return 1;
+            }
+            out->kind = XIL_X_HIERARCHY;
+            return 1;
+        }
+        if (type == 0) {
+            xcb_generic_error_t *error = (xcb_generic_error_t *)e;
+            out->kind = XIL_X_ERROR;
+            out->error_code = error->error_code;
+            out->request_code = error->major_code;
+            out->minor_code = error->minor_code;
+        } else if (type == saver_event) {
+            if (((xcb_screensaver_notify_event_t *)e)->state == XCB_SCREENSAVER_STATE_ON) out->kind = XIL_X_SAVER_ON;
+        } else if (type == XCB_PROPERTY_NOTIFY) {
+            out->kind = XIL_X_PROPERTY;
+            out->window = ((xcb_property_notify_event_t *)e)->window;
+            out->atom = ((xcb_property_notify_event_t *)e)->atom;
+        } else if (type == XCB_DESTROY_NOTIFY) {
+            out->kind = XIL_X_DESTROYED;
+            out->window = ((xcb_destroy_notify_event_t *)e)->window;
+        }
+        free(e);
+        if (out->kind != XIL_X_NONE) return 1;
+    }
 }

@@ -12,7 +12,11 @@ extension Agent: ControlRequestHandler {
                    .object([("dpms", power.unavailable.map { .string("unavailable: " + $0) } ?? .string("available")),
                             ("on", power.isOn.map(JSONValue.bool) ?? .null)])
                } ?? .null),
-               ("guard", guardLink?.statusField ?? .null)]
+               ("guard", guardLink?.statusField ?? .null),
+               // What raw input cost: events read (the late among them) and selection changes.
+               ("x_input", .object([("raw_events_read", .number(Double(x.counts.rawEvents))),
+                                    ("late_events_read", .number(Double(x.counts.lateEvents))),
+                                    ("selections", .number(Double(x.counts.selections)))]))]
     }
 
     func handle(_ line: String, from client: ControlConnection) {

@@ -7,7 +7,7 @@ import Platform
 /// The agent's connection to the X server: raw input through XInput2 and the
 /// idle counter through MIT-SCREEN-SAVER. Policy never touches this type's
 /// internals; it only asks "was there input?" and "how long idle?".
-final class XServer {
+final class XServer: RawInputConnection {
     let display: OpaquePointer
     let root: Window
     private let xinputOpcode: Int32
@@ -20,12 +20,31 @@ final class XServer {
     /// `--ignore-xtest`: the XTEST devices, whose raw events are not input; nil while
     /// XTEST input counts (the events' data is then never fetched).
     private(set) var xtestDevices: XtestDevices?
+    /// What reached the agent and what it asked for, for status (`x_input`).
+    private(set) var counts = InputCounts()
+
+    /// Counts of the raw-input traffic: the cost of input is per event read, and the
+    /// benchmark and the tests read these to tell why a burst cost what it did.
+    struct InputCounts {
+        /// Raw input events read from the connection (every device's).
+        var rawEvents = 0
+        /// Of those, the ones read after the deselection (sent before the server took it).
+        var lateEvents = 0
+        /// XISelectEvents requests for raw input (listening on or off).
+        var selections = 0
+    }
 
     /// Opens the display named by `$DISPLAY` and checks the extensions the agent needs
     /// (`xidlelock idle` does without this type: see IdleQuery).
     init() throws(AgentError) {
         try XServer.loadXlib()
+        var loadError = [CChar](repeating: 0, count: 256)
+        guard xil_xcb_events_load(&loadError, loadError.count) == 0 else {
+            throw XDisplayName.xlibMissing(String(nulTerminated: loadError))
+        }
         guard let display = XOpenDisplay(nil) else { throw XDisplayName.cannotOpen() }
+        // Before any event is read: XCB keeps the events, read one at a time (drainInput).
+        xil_xcb_take_events(display)
         var eventBase: Int32 = 0
         var errorBase: Int32 = 0
         var saverEventBase: Int32 = 0
@@ -86,43 +105,71 @@ final class XServer {
     static func installErrorHandlers() throws(AgentError) {
         try loadXlib()
         XSetErrorHandler { _, event in
-            // A followed window that closed before a request about it reached the server.
-            if let event, event.pointee.error_code == UInt8(BadWindow) {
-                Log.write(.debug, "X error BadWindow on request \(event.pointee.request_code): a window closed")
-                return 0
-            }
-            if let event {
-                Log.write(.warning, "X error \(event.pointee.error_code) on request \(event.pointee.request_code).\(event.pointee.minor_code)")
-            }
+            if let event { XServer.logError(Int32(event.pointee.error_code), request: Int32(event.pointee.request_code), minor: Int32(event.pointee.minor_code)) }
             return 0
         }
-        XSetIOErrorHandler { _ in
-            Log.write(.error, "lost the connection to the X server; exiting (a running locker is left alone)")
-            exit(1)
+        XSetIOErrorHandler { _ in XServer.connectionLost() }
+    }
+
+    /// An X error: logged, never fatal. Those of requests with a reply reach Xlib's
+    /// handler; those of requests without one come among the events (drainInput).
+    static func logError(_ code: Int32, request: Int32, minor: Int32) {
+        // A followed window that closed before a request about it reached the server.
+        if code == BadWindow {
+            Log.write(.debug, "X error BadWindow on request \(request): a window closed")
+        } else {
+            Log.write(.warning, "X error \(code) on request \(request).\(minor)")
         }
     }
 
-    /// Selects or deselects raw key, button, motion and touch events from every
-    /// device on the root window.
+    static func connectionLost() -> Never {
+        Log.write(.error, "lost the connection to the X server; exiting (a running locker is left alone)")
+        exit(1)
+    }
+
+    /// Selects or deselects raw key, button, motion and touch events: from every
+    /// master device, or under `--ignore-xtest` from each real slave device only, so
+    /// that the server never sends the XTEST devices' events (a flood of them costs
+    /// the agent nothing, where reading and looking each up cost about 3 µs).
     func listen(_ on: Bool) {
         guard on != listening else { return }
         listening = on
-        var bits = [UInt8](repeating: 0, count: 4)  // XIMaskLen(XI_LASTEVENT)
-        if on {
-            var events = [XI_RawKeyPress, XI_RawKeyRelease, XI_RawButtonPress, XI_RawButtonRelease, XI_RawMotion]
-            if supportsTouch { events += [XI_RawTouchBegin, XI_RawTouchUpdate, XI_RawTouchEnd] }
-            for event in events { xil_xi_set_mask(&bits, event) }
+        counts.selections += 1
+        if xtestDevices == nil {
+            select([(XIAllMasterDevices, on)])
+        } else {
+            // Off: every device selected now (those gone since went with their selection).
+            select(on ? realDevices.map { ($0, true) } : selectedDevices.sorted().map { ($0, false) })
         }
+    }
+
+    /// The raw-input selection of each device given: on or off.
+    private func select(_ devices: [(id: Int32, on: Bool)]) {
+        var bits = [UInt8](repeating: 0, count: 4)  // XIMaskLen(XI_LASTEVENT)
+        var events = [XI_RawKeyPress, XI_RawKeyRelease, XI_RawButtonPress, XI_RawButtonRelease, XI_RawMotion]
+        if supportsTouch { events += [XI_RawTouchBegin, XI_RawTouchUpdate, XI_RawTouchEnd] }
+        for event in events { xil_xi_set_mask(&bits, event) }
+        for device in devices {
+            if device.on { selectedDevices.insert(device.id) } else { selectedDevices.remove(device.id) }
+        }
+        guard !devices.isEmpty else { return }
         bits.withUnsafeMutableBufferPointer { buffer in
-            var mask = XIEventMask(deviceid: XIAllMasterDevices, mask_len: on ? Int32(buffer.count) : 0,
-                                   mask: buffer.baseAddress)
-            _ = XISelectEvents(display, root, &mask, 1)
+            var masks = devices.map { XIEventMask(deviceid: $0.id, mask_len: $0.on ? Int32(buffer.count) : 0, mask: buffer.baseAddress) }
+            _ = XISelectEvents(display, root, &masks, Int32(masks.count))
         }
         XFlush(display)
     }
 
-    /// Stops counting raw events from XTEST devices as input, and follows the devices
-    /// as they come and go (`xinput create-master` makes a master with XTEST slaves of
+    /// The devices whose raw input is selected now (`--ignore-xtest`).
+    private var selectedDevices: Set<Int32> = []
+    /// The slave devices attached to a master that are not XTEST devices (`--ignore-xtest`):
+    /// the devices of the user's own input. A floating slave sends nothing through a
+    /// master, and is not heard either way.
+    private var realDevices: [Int32] = []
+
+    /// Stops counting raw events from XTEST devices as input: raw input is selected
+    /// from the other devices only, and the devices are followed as they come and go
+    /// (a mouse plugged in; `xinput create-master` makes a master with XTEST slaves of
     /// its own). The hierarchy is selected before it is read: a change in between is
     /// then seen as an event, and read again.
     func ignoreXtest() {
@@ -132,29 +179,47 @@ final class XServer {
             var mask = XIEventMask(deviceid: XIAllDevices, mask_len: Int32(buffer.count), mask: buffer.baseAddress)
             _ = XISelectEvents(display, root, &mask, 1)
         }
-        readXtestDevices()
+        let wasListening = listening
+        if wasListening { listen(false) }
+        readDevices()
+        if wasListening { listen(true) }
     }
 
-    /// Reads which devices are XTEST devices: one round trip for the list, one per slave
-    /// for its "XTEST Device" property; at start and at each change of the hierarchy.
-    private func readXtestDevices() {
+    /// Reads which slave devices are XTEST devices and which are real: one round trip for
+    /// the list, one per slave for its "XTEST Device" property; at start and at each change
+    /// of the hierarchy. While listening, the selection follows at once: a device plugged
+    /// in counts from its first event.
+    private func readDevices() {
         let property = XInternAtom(display, "XTEST Device", 1)  // only if it exists
         var count: Int32 = 0
         var found = XtestDevices()
+        var real: [Int32] = []
+        var present: Set<Int32> = []
         if let devices = XIQueryDevice(display, XIAllDevices, &count) {
             for device in UnsafeBufferPointer(start: devices, count: Int(count))
             where device.use == XISlavePointer || device.use == XISlaveKeyboard || device.use == XIFloatingSlave {
+                present.insert(device.deviceid)
                 let name = device.name.map { String(cString: $0) } ?? ""
                 if XtestDevices.isXtest(name: name, hasXtestProperty: property != 0 && hasProperty(device.deviceid, property)) {
                     found.insert(device.deviceid)
+                } else if device.use != XIFloatingSlave {
+                    real.append(device.deviceid)
                 }
             }
             XIFreeDeviceInfo(devices)
         }
-        if found != xtestDevices {
-            Log.write(.debug, "XTEST devices (their input is not activity): \(found.ids.map(String.init).joined(separator: ", "))")
+        if found != xtestDevices || real != realDevices {
+            Log.write(.debug, "input devices: raw input from \(real.map(String.init).joined(separator: ", ")); XTEST devices (not selected, their input is not activity): \(found.ids.map(String.init).joined(separator: ", "))")
         }
         xtestDevices = found
+        // Devices gone took their selection with them.
+        selectedDevices.formIntersection(present)
+        let before = realDevices
+        realDevices = real
+        guard listening, real != before else { return }
+        let wanted = Set(real)
+        select(real.filter { !selectedDevices.contains($0) }.map { ($0, true) }
+               + selectedDevices.subtracting(wanted).sorted().map { ($0, false) })
     }
 
     private func hasProperty(_ device: Int32, _ property: Atom) -> Bool {
@@ -470,8 +535,9 @@ final class XServer {
     struct Drained {
         /// Raw input events (key, button, motion, touch).
         var input = 0
-        /// Raw events from XTEST devices, not counted in `input` (`--ignore-xtest`).
-        var xtest = 0
+        /// Raw events read after the deselection (sent before the server took it):
+        /// not input, the input before them was counted.
+        var late = 0
         /// The server's own saver turned on.
         var saverOn = false
         /// Property changes and ends of windows the agent follows (`--not-when-fullscreen`).
@@ -484,45 +550,39 @@ final class XServer {
         var property: Atom?
     }
 
-    /// Reads every event Xlib has or can read without blocking. The cookie data is
-    /// not fetched unless XTEST input is to be told apart, and then only until the
-    /// first real input: the agent only needs to know that input happened, and Xlib
-    /// frees unclaimed cookies itself.
-    func drainInput() -> Drained {
+    /// Reads every event XCB has, and with `readingSocket` every one it can read
+    /// without blocking. Raw input events are only counted (in C, each freed as it is
+    /// read): the agent needs to know that input happened, not what it was, and which
+    /// devices are selected says whose. `stoppingAtInput`: while listening, it stops
+    /// at the first input (the state machine pauses listening then, and the sooner the
+    /// deselection goes out, the fewer events a flood sends before the server takes it).
+    func drainInput(readingSocket: Bool = true, stoppingAtInput: Bool = false) -> Drained {
         var drained = Drained()
-        var event = XEvent()
-        while XPending(display) > 0 {
-            XNextEvent(display, &event)
-            if event.type == GenericEvent && event.xcookie.extension == xinputOpcode {
-                if event.xcookie.evtype == XI_HierarchyChanged {
-                    readXtestDevices()
-                } else if let xtest = xtestDevices, drained.input == 0, isXtest(&event, xtest) {
-                    drained.xtest += 1
-                } else {
-                    drained.input += 1
-                }
-            } else if event.type == saverEventBase {  // + ScreenSaverNotify (0)
-                let notify = withUnsafePointer(to: &event) {
-                    $0.withMemoryRebound(to: XScreenSaverNotifyEvent.self, capacity: 1) { $0.pointee }
-                }
-                if notify.state == 1 { drained.saverOn = true }  // ScreenSaverOn
-            } else if event.type == PropertyNotify {
-                drained.windowChanges.append(WindowChange(window: event.xproperty.window, property: event.xproperty.atom))
-            } else if event.type == DestroyNotify {
-                drained.windowChanges.append(WindowChange(window: event.xdestroywindow.window, property: nil))
+        var raw: UInt = 0
+        var event = xil_x_event()
+        reading: while true {
+            let got = xil_xcb_next_event(display, readingSocket ? 1 : 0, xinputOpcode, saverEventBase, listening && stoppingAtInput ? 1 : 0, &raw, &event)
+            if got < 0 { XServer.connectionLost() }
+            if got == 0 { break }
+            switch xil_x_event_kind(UInt32(event.kind)) {
+            case XIL_X_INPUT: break reading
+            case XIL_X_HIERARCHY: readDevices()
+            case XIL_X_SAVER_ON: drained.saverOn = true
+            case XIL_X_PROPERTY: drained.windowChanges.append(WindowChange(window: Window(event.window), property: Atom(event.atom)))
+            case XIL_X_DESTROYED: drained.windowChanges.append(WindowChange(window: Window(event.window), property: nil))
+            case XIL_X_ERROR: XServer.logError(event.error_code, request: event.request_code, minor: event.minor_code)
+            default: break
             }
         }
-        return drained
-    }
-
-    /// Whether a raw event came from an XTEST device (its `sourceid`). Fetched on the
-    /// event's own storage, as Xlib requires; an event whose data cannot be had is input.
-    private func isXtest(_ event: inout XEvent, _ xtest: XtestDevices) -> Bool {
-        withUnsafeMutablePointer(to: &event.xcookie) { cookie in
-            guard XGetEventData(display, cookie) != 0, let data = cookie.pointee.data else { return false }
-            defer { XFreeEventData(display, cookie) }
-            return xtest.contains(data.assumingMemoryBound(to: XIRawEvent.self).pointee.sourceid)
+        counts.rawEvents += Int(raw)
+        // Read after the deselection: sent before the server took it, input already counted.
+        if listening {
+            drained.input = Int(raw)
+        } else {
+            drained.late = Int(raw)
+            counts.lateEvents += Int(raw)
         }
+        return drained
     }
 
     // MARK: Other clients' windows (EWMH)

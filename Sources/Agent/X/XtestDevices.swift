@@ -1,8 +1,8 @@
 import Platform
 /// The X server's XTEST devices by id (`--ignore-xtest`): each master has an XTEST
 /// pointer and keyboard of its own, the slaves that xdotool, jigglers and x11vnc
-/// send their input through. A raw event's `sourceid` is looked up here, once per
-/// event while the agent listens, so the set is a bitmap: a test and a shift.
+/// send their input through. Raw input is selected from the other slaves only, so
+/// the server never sends these devices' events (XServer.listen).
 struct XtestDevices: Equatable {
     /// The server's device ids are below 256 (its MAXDEVICES).
     private var bits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)

@@ -87,7 +87,7 @@ struct xil_spawn_request {
     const char *directory;
 };
 
-/* fork + exec of one request. In the child, before exec: every signal back to
+/* vfork (fork when setting the user) + exec of one request. In the child, before exec: every signal back to
  * its default action, an empty signal mask, the session and standard streams
  * as asked, the passed descriptors at their numbers and every other descriptor
  * above 2 closed. An exec failure comes back through a close-on-exec pipe.
@@ -124,6 +124,10 @@ int xil_signal_ignored(int signal);
 /* prctl(PR_SET_DUMPABLE, 0): the process's user can no longer ptrace it or read or
  * write its memory through /proc (only root can). 0 or -1 and errno. */
 int xil_set_undumpable(void);
+/* prctl(PR_SET_TIMERSLACK, ns): how late the kernel may wake the process's timers
+ * (50 us by default, to group wake-ups); children started by xil_spawn get the slack
+ * the process had before. 0 or -1 and errno. */
+int xil_set_timer_slack(unsigned long ns);
 /* An inotify descriptor (non-blocking, close-on-exec) readable when a file is created
  * in or moved into `directory`; -1 and errno. */
 int xil_directory_watch(const char *directory);
