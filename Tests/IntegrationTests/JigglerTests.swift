@@ -32,8 +32,10 @@ enum XtestSetting: String, CaseIterable, Sendable {
         let lockAfter = Self.lockAfter
         try await Sandbox.with { s in
             if let policy = setting.policy { try s.writePolicy(policy) }
-            try await s.x("xdotool", "key", "shift")
+            // Read before the key goes out: xdotool returns late on a loaded machine (220 ms
+            // under the whole suite), and a reading after it made the lock look early.
             let lastKey = ContinuousClock.now
+            try await s.x("xdotool", "key", "shift")
             let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker] + setting.arguments)
             try await agent.waitForLog(containing: "started")
             _ = try s.startRepeating("xdotool mousemove_relative 1 0; xdotool key shift", every: "1", seconds: 12, output: "jiggles.out")
@@ -122,8 +124,10 @@ enum XtestSetting: String, CaseIterable, Sendable {
     func newMastersXtestDevices() async throws {
         let lockAfter = Self.lockAfter
         try await Sandbox.with { s in
-            try await s.x("xdotool", "key", "shift")
+            // Read before the key goes out: xdotool returns late on a loaded machine (220 ms
+            // under the whole suite), and a reading after it made the lock look early.
             let lastKey = ContinuousClock.now
+            try await s.x("xdotool", "key", "shift")
             let agent = try s.startAgent(["--lock-after", "\(lockAfter)ms", "--locker", Script.locker, "--ignore-xtest", "--verbose"])
             try await agent.waitForLog(containing: "started")
             try await s.x("xinput", "create-master", "jiggle")
