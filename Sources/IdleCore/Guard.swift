@@ -307,10 +307,11 @@ public struct GuardSessionState: Equatable, Sendable {
 
     /// Guarded: a verified agent runs and is not stopped.
     public var guarded: Bool { agent != nil && unguarded == nil }
-    /// The screen is held by the guard's own locker, or the verified agent says it is locked.
+    /// The screen is held by the guard's own locker, or the verified agent, guarding, says
+    /// it is locked. A stopped or frozen agent's last word proves nothing of now.
     public var locked: Bool {
         if case .running = locker { return true }
-        return agent != nil && agentSaysLocked == true
+        return guarded && agentSaysLocked == true
     }
 }
 

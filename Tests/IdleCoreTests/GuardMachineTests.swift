@@ -177,6 +177,20 @@ struct GuardMachineTests {
         #expect(!back.contains(.handOverLocker(session: "c2", pid: 90)), "handed over twice: \(back)")
     }
 
+    @Test("an agent that said locked and is then stopped: the session no longer counts as locked (its last word proves nothing of now) until the guard's locker runs")
+    func stoppedAgentsWordIsNotALock() {
+        var s = GuardStory()
+        s.guarded()
+        s.send(.agentReported(session: "c2", locked: true))
+        #expect(s.state?.locked == true)
+        s.send(.agentLost(session: "c2", loss: .stopped(signal: 19)))
+        #expect(s.state?.locked == false)
+        let acted = s.wait(s.machine.settings.agentGrace)
+        #expect(acted.lockerStarts == 1, "\(acted)")
+        s.send(.lockerStarted(session: "c2", pid: 91))
+        #expect(s.state?.locked == true)
+    }
+
     @Test("root's question: every guarded agent is asked at once; the answer waits until each answered or was lost")
     func rootAsksEveryAgent() {
         var s = GuardStory()
