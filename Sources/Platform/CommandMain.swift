@@ -11,6 +11,13 @@ public enum CommandMain {
         text.withUTF8 { _ = write(fd, $0.baseAddress, $0.count) }
     }
 
+    /// Prints `text` on standard output as a whole line; the status of a command that
+    /// only says something (help, version).
+    public static func say(_ text: String) -> Int32 {
+        emit(text.hasSuffix("\n") ? text : text + "\n", to: 1)
+        return 0
+    }
+
     public static func run(_ name: String, _ command: () throws -> Int32) -> Never {
         // Before anything opens a descriptor: a launcher that closed 0-2 must not get the
         // X connection or the lock file at fd 2, where log lines would then be written.

@@ -8,11 +8,9 @@ CommandMain.run("xidlelock-guard") {
     let arguments = Array(CommandLine.arguments.dropFirst())
     switch arguments == ["--version"] ? .version : try GuardOptions.parse(arguments[...]) {
     case .help(let text):
-        CommandMain.emit(text.hasSuffix("\n") ? text : text + "\n", to: 1)
-        return 0
+        return CommandMain.say(text)
     case .version:
-        CommandMain.emit("xidlelock-guard \(Invocation.versionNumber)\n", to: 1)
-        return 0
+        return CommandMain.say("xidlelock-guard \(Invocation.versionNumber)")
     case .sessionGuard(let options):
         return try GuardService.run(options)
     default:

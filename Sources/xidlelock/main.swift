@@ -7,14 +7,11 @@ import Platform
 CommandMain.run("xidlelock") {
     switch try Invocation.parse(Array(CommandLine.arguments.dropFirst()), sources: .thisMachine) {
     case .help(let text):
-        CommandMain.emit(text.hasSuffix("\n") ? text : text + "\n", to: 1)
-        return 0
+        return CommandMain.say(text)
     case .version:
-        CommandMain.emit("xidlelock \(Invocation.versionNumber)\n", to: 1)
-        return 0
+        return CommandMain.say("xidlelock \(Invocation.versionNumber)")
     case .completions(let shell):
-        CommandMain.emit(Completions.script(for: shell), to: 1)
-        return 0
+        return CommandMain.say(Completions.script(for: shell))
     case .doctor(let options):
         return try DoctorCommand.run(options)
     case .idle(let format):
