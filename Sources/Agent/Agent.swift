@@ -54,6 +54,11 @@ public final class Agent {
 
     public static func run(_ options: AgentOptions) throws(AgentError) -> Never {
         var options = options
+        // Before the first line is logged. A hook or the locker inherits default
+        // dispositions (the spawn resets them); the agent itself must not die writing
+        // to a closed client, nor be stopped by a terminal with `stty tostop` when it logs.
+        signal(SIGPIPE, SIG_IGN)
+        signal(SIGTTOU, SIG_IGN)
         Log.threshold = options.verbosity.threshold
         // The policy's card watch reads the system's pcscd, never a daemon of the
         // user's that libpcsclite would find through the environment.
@@ -87,11 +92,6 @@ public final class Agent {
             for change in policy.changes { Log.write(.warning, "policy \(policy.path): \(change)") }
             for entry in AuditRecord.policy(policy) { AuditTrail.record(entry) }
         }
-        // A hook or the locker inherits default dispositions (the spawn resets
-        // them); the agent itself must not die writing to a closed client, nor be
-        // stopped by a terminal with `stty tostop` when it logs.
-        signal(SIGPIPE, SIG_IGN)
-        signal(SIGTTOU, SIG_IGN)
         try XServer.installErrorHandlers()
         let x = try XServer()
         if case .failure(let unavailable) = x.clientOwners {
