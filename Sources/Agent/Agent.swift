@@ -520,16 +520,9 @@ public final class Agent {
         case .locker(let pid):
             // The guard locked the session while no agent guarded it: this agent adopts
             // that locker (never a second one); the guard, its parent, says how it ends.
-            if let own = children.lockerPid {
-                guard own != pid else { return }
-                guard !machine.supervisor.covers else {
-                    Log.write(.warning, "the guard's locker (pid \(pid)) runs beside this agent's own (pid \(own)), which holds the screen: the guard judges its end")
-                    return
-                }
-                // Ours has not shown it covers, and cannot while the guard's holds the
-                // keyboard: the guard's takes over, ours goes (no news when it ends).
-                Log.write(.warning, "the guard's locker (pid \(pid)) takes over from this agent's own (pid \(own)), which does not cover the screen")
-                children.killLocker()
+            guard children.lockerPid == nil else {
+                Log.write(.warning, "the guard's locker (pid \(pid)) runs beside this agent's own (pid \(children.lockerPid!)): the guard judges its end")
+                return
             }
             guardLocker = (pid, xil_pidfd_open(pid))
             children.adoptedLocker = pid

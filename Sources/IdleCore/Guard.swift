@@ -406,7 +406,7 @@ public struct GuardMachine: Sendable {
             state.agentSaysLocked = nil
             state.heard(at: now, settings: settings)
             actions.append(.audit(GuardAudit.registered(state.session, agent)))
-            if case .running(let pid, _) = state.locker, !state.lockerHandedOver {
+            if case .running(let pid, _) = state.locker {
                 state.lockerHandedOver = true
                 actions.append(.handOverLocker(session: id, pid: pid))
             } else if case .retrying = state.locker {
@@ -452,7 +452,7 @@ public struct GuardMachine: Sendable {
             state.lostLockersFailing = false
             state.heard(at: now, settings: settings)
             actions.append(.audit(GuardAudit.registered(state.session, agent, again: true)))
-            if case .running(let pid, _) = state.locker, !state.lockerHandedOver {
+            if case .running(let pid, _) = state.locker {
                 state.lockerHandedOver = true
                 actions.append(.handOverLocker(session: id, pid: pid))
             }
@@ -636,10 +636,7 @@ public struct GuardMachine: Sendable {
         state.lockerEndUnseen = endUnseen
         state.lastAction = (what, now)
         var actions: [GuardAction] = [.audit(GuardAudit.acted(state.session, what, priority: 5))]
-        // An agent lost only for its failing lockers still runs and answers: it takes the
-        // guard's locker over at once. Its own could never show it covers while the
-        // guard's holds the keyboard, so it would never say locked, and never guard again.
-        if state.guarded || (state.lostLockersFailing && state.agent != nil) {
+        if state.guarded {
             state.lockerHandedOver = true
             actions.append(.handOverLocker(session: id, pid: pid))
         }

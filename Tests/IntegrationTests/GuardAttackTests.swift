@@ -357,47 +357,6 @@ struct GuardAttackTests {
         }
     }
 
-    // MARK: 9b. The agent's lockers killed until the guard's holds the keyboard
-
-    @Test("9b. the agent's lockers killed until the guard acts (its lockers failing) and the guard's locker holds the keyboard: the agent, still running, takes the guard's locker over (one locker, the agent locked on it, guarded again), and the unlock ends the lock")
-    func agentTakesOverTheGuardsLocker() async throws {
-        try await GuardSession.with { g in
-            let agent = try await g.startVerifiedAgent()
-            let guardPid = try #require(g.guardProcess?.processIdentifier)
-            let lock = try await g.runAsUser(agentBinary, ["lock"])
-            #expect(lock.exit == .exited(0), "xidlelock lock as the user: \(lock.stderr)")
-            // Every locker of the agent's killed as soon as seen, until one of the guard's
-            // holds the keyboard (its pid in the lockers file).
-            var killed = 0
-            var guardsLocker: Int32?
-            try await g.wait("the guard's locker to hold the keyboard while the agent's are killed") {
-                for pid in g.runningLockers where ProcInfo.parent(pid) == agent.pid {
-                    if kill(pid, SIGKILL) == 0 { killed += 1 }
-                }
-                guardsLocker = g.lockerPids.first { ProcInfo.parent($0) == guardPid && isAlive($0) }
-                return guardsLocker != nil
-            }
-            let held = try #require(guardsLocker)
-            var status: [String: Any]?
-            var adopted = false
-            let deadline = ContinuousClock.now + .seconds(10)
-            while !adopted && ContinuousClock.now < deadline {
-                status = try? await g.userStatus()
-                adopted = status?["state"] as? String == "locked" && status?["locker_pid"] as? Int == Int(held)
-                    && g.runningLockers == [held]
-                if !adopted { try await Task.sleep(for: .milliseconds(50)) }
-            }
-            print("guard figure (9b. the agent's lockers killed \(killed) times): the guard's locker \(held); the agent \(status?["state"] ?? "?") on locker \(status?["locker_pid"] ?? "?"); lockers running \(g.runningLockers)")
-            #expect(adopted, "the agent did not take the guard's locker \(held) over: status \(status ?? [:]), lockers running \(g.runningLockers)\n\(g.logs)")
-            let doctor = try await g.rootDoctor()
-            #expect(doctor.exit == .exited(0), "root's doctor after the take-over: \(doctor.stdout)")
-            _ = FileManager.default.createFile(atPath: g.unlockFile, contents: nil)
-            try await g.wait("the unlock to end the guard's locker") { !isAlive(held) }
-            let relocked = try await g.s.happens(within: .milliseconds(1500)) { !g.runningLockers.isEmpty }
-            #expect(!relocked, "a locker after the unlock: \(g.runningLockers)\n\(g.logs)")
-        }
-    }
-
     // MARK: 6. The guard's locker stopped, its window killed
 
     @Test("6. the guard's locker stopped (SIGSTOP) and its X client killed (xkill -id on its window), as the user: a locker holds the keyboard again within agent-grace + 2 s, and the guard never reports the stopped locker to root as the lock")
