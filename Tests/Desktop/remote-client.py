@@ -13,6 +13,9 @@ ACTION:
                            host time and the seconds waited (never: none in TIMEOUT)
   wait-clear TIMEOUT       until a frame is not mostly red; same output
   type TEXT                Escape (i3lock forgets what was typed), TEXT, then Return
+  unlock TIMEOUT TEXT      in one connection: wait-red, type TEXT, wait-clear; prints the
+                           seconds waited for the red frame and from Return to the clear
+                           frame (never: none in TIMEOUT; nothing is typed without red)
 A frame is "mostly red" when over half its pixels are (255, 0, 0) within 8 each."""
 import os, subprocess, sys, time, warnings
 
@@ -121,6 +124,14 @@ def main():
         elif act == "type":
             client.type(a[0])
             print("typed")
+        elif act == "unlock":
+            red = wait(client, True, float(a[0])).split()
+            if red[0] == "never":
+                print(f"never {red[1]}")
+            else:
+                client.type(a[1])
+                clear = wait(client, False, float(a[0])).split()
+                print(f"{red[1]} {'never' if clear[0] == 'never' else clear[1]}")
         else:
             sys.exit(__doc__)
     finally:
