@@ -577,18 +577,6 @@ if want i || want j || want k; then
     }
 fi
 
-# ---- (k) remote sessions: xrdp and VNC, guarded ---------------------------------------------------
-# bob's two remote X11 sessions beside alice's local one, under the policy of (i) (on-agent-lost
-# lock, agent-grace 5 s): TigerVNC's vncsession on :1 (tigervncserver@:1.service) and xrdp's
-# Xorg backend (xorgxrdp, :10), each with a real client on the host through the VM's loopback
-# forwards: vncdotool (PyPI, in $XDL_DIR/venv) and xfreerdp (freerdp2-x11) on an Xvfb of the
-# host's. The agent runs in each as the session's own child, started by bob's ~/.xsession
-# (build-image.sh says why). For each: logind's view; the agent verified by the guard; the
-# client's pointer every 2 s for 30 s (no locker, the X idle stays low); then nothing: the
-# locker's red frame through the client at the lock time; the password typed through the
-# client unlocks; kill -9 of the agent: the guard's red locker through the client within
-# agent-grace + 2 s, root's doctor --policy NOT met naming the session; the agent started
-# again in the session, verified, and the password through the client unlocks.
 # the remote sessions' real clients on the host, for (k) and (l): vncdotool (PyPI, in
 # $XDL_DIR/venv) and xfreerdp (freerdp2-x11) on an Xvfb of the host's; the guest's half
 # (in-guest-remote.sh) as /tmp/xdl-remote.sh
@@ -608,6 +596,18 @@ if want k || want l; then
     for i in $(seq 50); do [ -e "/tmp/.X11-unix/X$n" ] && break; sleep 0.1; done
 fi
 
+# ---- (k) remote sessions: xrdp and VNC, guarded ---------------------------------------------------
+# bob's two remote X11 sessions beside alice's local one, under the policy of (i) (on-agent-lost
+# lock, agent-grace 5 s): TigerVNC's vncsession on :1 (tigervncserver@:1.service) and xrdp's
+# Xorg backend (xorgxrdp, :10), each with a real client on the host through the VM's loopback
+# forwards: vncdotool (PyPI, in $XDL_DIR/venv) and xfreerdp (freerdp2-x11) on an Xvfb of the
+# host's. The agent runs in each as the session's own child, started by bob's ~/.xsession
+# (build-image.sh says why). For each: logind's view; the agent verified by the guard; the
+# client's pointer every 2 s for 30 s (no locker, the X idle stays low); then nothing: the
+# locker's red frame through the client at the lock time; the password typed through the
+# client unlocks; kill -9 of the agent: the guard's red locker through the client within
+# agent-grace + 2 s, root's doctor --policy NOT met naming the session; the agent started
+# again in the session, verified, and the password through the client unlocks.
 if want k; then
     XR gone 30 || note "bob's sessions still listed by logind 30 s after terminate-user"
     write_policy lock 30
