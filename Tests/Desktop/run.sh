@@ -791,22 +791,24 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
 
     XR gone 30 >/dev/null || note "(l) bob's sessions still listed by logind"
     fresh
-    XA prepare || note "(l) xdl-remote.sh prepare failed"
+    L_WHY=
+    XA prepare || L_WHY="xdl-remote.sh prepare failed: alice's remote sessions would run her local session's i3 config"
     xdl_ssh root "cat >/tmp/xdl-inhibit.py && chmod 755 /tmp/xdl-inhibit.py" <"$HERE/inhibit-player.py"
     set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
     restart_agent                     # the local agent first: it owns the session bus's names
     # the local session kept in use by QMP's pointer, each remote one by its client's, from its
     # start (an agent counts the idle from its server's start) until all three are up
     ( while :; do activity; sleep 3; done ) >/dev/null 2>&1 & lact=$!; BG+=("$lact")
-    L_WHY=
-    R systemctl start tigervncserver@:1.service
-    if LSID[1]=$(XA sid 1 90); then
+    [ -n "$L_WHY" ] || R systemctl start tigervncserver@:1.service
+    if [ -n "$L_WHY" ]; then :
+    elif LSID[1]=$(XA sid 1 90); then
         for i in $(seq 30); do timeout 5 "$KV/bin/python" "$HERE/remote-client.py" vnc "$VNC_PORT" alice red >/dev/null 2>&1 && break; sleep 0.5; done
         timeout 300 "$KV/bin/python" "$HERE/remote-client.py" vnc "$VNC_PORT" alice input 240 2 >/dev/null 2>&1 & lin1=$!; BG+=("$lin1")
     else L_WHY="no logind session of alice's on :1 within 90 s"; fi
-    DISPLAY=$KX xfreerdp /v:127.0.0.1:"$RDP_PORT" /u:alice /p:alice /cert:ignore /size:1024x768 \
-        -wallpaper /log-level:WARN >"$XDL_RUN/xfreerdp-l.log" 2>&1 & LRDP=$!; BG+=("$LRDP")
-    if LSID[10]=$(XA sid 10 90); then
+    [ -n "$L_WHY" ] || { DISPLAY=$KX xfreerdp /v:127.0.0.1:"$RDP_PORT" /u:alice /p:alice /cert:ignore /size:1024x768 \
+        -wallpaper /log-level:WARN >"$XDL_RUN/xfreerdp-l.log" 2>&1 & LRDP=$!; BG+=("$LRDP"); }
+    if [ -n "$L_WHY" ]; then :
+    elif LSID[10]=$(XA sid 10 90); then
         for i in $(seq 30); do timeout 5 "$KV/bin/python" "$HERE/remote-client.py" rdp "$KX" red >/dev/null 2>&1 && break; sleep 0.5; done
         timeout 300 "$KV/bin/python" "$HERE/remote-client.py" rdp "$KX" input 240 2 >/dev/null 2>&1 & lin10=$!; BG+=("$lin10")
     else L_WHY="${L_WHY:+$L_WHY; }no logind session of alice's on :10 within 90 s"; fi
@@ -870,11 +872,11 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
                     figs+=("${LNAME[$d]} (the player's): $([ "$p" = - ] && echo "no locker" || echo "LOCKED (pid $p)") at ${th} s of idle, its agent lists $hold hold of the player (${who//_/ })")
                 else
                     if [ "$p" = - ]; then lt=never; else lt=$(dt "${T[$d]:-0}" "$ls"); fi
-                    { [ "$lt" != never ] && awk -v s="$lt" -v l=$LOCK_AFTER 'BEGIN { exit !(s >= l && s <= l + 3) }' && [ "$hold" = 0 ]; } || ok=1
+                    { [ "$lt" != never ] && awk -v s="$lt" -v l=$LOCK_AFTER 'BEGIN { exit !(s >= l - 0.5 && s <= l + 3) }' && [ "$hold" = 0 ]; } || ok=1
                     figs+=("${LNAME[$d]}: locked ${lt} s after its last input, its agent lists $hold hold of the player")
                 fi
             done
-            check "$t" $ok "lock time ${LOCK_AFTER} s; $(printf '%s; ' "${figs[@]}" | sed 's/; $//')"
+            check "$t" $ok "lock time ${LOCK_AFTER} s (-0.5 to +3 s: the idle's reading is within half a runuser here); $(printf '%s; ' "${figs[@]}" | sed 's/; $//')"
             # the player ends: its session, idle past the lock time, locks
             tp=$(gnow)
             kill "$pl" 2>/dev/null; wait "$pl" 2>/dev/null; R pkill -u alice -f /tmp/xdl-inhibit.py
@@ -929,7 +931,7 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
 
     # the remote sessions end; alice's local one goes on with the unit's agent
     for d in 10 1; do R cat "/tmp/xdl-alice-agent-$d.log" >"$XDL_RUN/l-agent-$d.log" 2>/dev/null; done
-    kill "$LRDP" 2>/dev/null; wait "$LRDP" 2>/dev/null
+    [ -z "${LRDP:-}" ] || { kill "$LRDP" 2>/dev/null; wait "$LRDP" 2>/dev/null; }
     XA end 10 30 || note "(l) alice's xrdp session still listed by logind 30 s after its end"
     XA end 1 30 || note "(l) alice's VNC session still listed by logind 30 s after its end"
     XA unprepare
