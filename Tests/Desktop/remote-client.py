@@ -15,7 +15,8 @@ ACTION:
   type TEXT                Escape (i3lock forgets what was typed), TEXT, then Return
   unlock TIMEOUT TEXT      in one connection: wait-red, type TEXT, wait-clear; prints the
                            seconds waited for the red frame and from Return to the clear
-                           frame (never: none in TIMEOUT; nothing is typed without red)
+                           frame (never: none in TIMEOUT; without red nothing is typed:
+                           "never never")
 A frame is "mostly red" when over half its pixels are (255, 0, 0) within 8 each."""
 import os, subprocess, sys, time, warnings
 
@@ -127,7 +128,7 @@ def main():
         elif act == "unlock":
             red = wait(client, True, float(a[0])).split()
             if red[0] == "never":
-                print(f"never {red[1]}")
+                print("never never")
             else:
                 client.type(a[1])
                 clear = wait(client, False, float(a[0])).split()

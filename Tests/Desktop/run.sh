@@ -737,7 +737,7 @@ if want l; then
     XAS="XDL_REMOTE_USER=alice /tmp/xdl-remote.sh"       # the guest's half, for alice
     XA() { RS "$XAS $(xdl_quote "$@")"; }
     runner() { [ "$1" = 0 ] && echo /usr/local/lib/xdl/session-run || echo "/usr/local/lib/xdl/session-run --display $1"; }
-    # CMD inside alice's session on :N, through that session's runner; in the background
+    # CMD inside alice's session on :N, through that session's runner (l_bg: in the background)
     l_in() { local n=$1; shift; RS "$(runner "$n") -- $(xdl_quote "$@")"; }
     l_bg() { local n=$1; shift; xdl_ssh_argv root; "${XDL_SSH_ARGV[@]}" "$(runner "$n") -- $(xdl_quote "$@")" </dev/null >/dev/null 2>&1 & BGPID=$!; BG+=("$BGPID"); }
     # the player's holds the agent on :N lists: COUNT WHO (the first one's, or -)
