@@ -749,11 +749,14 @@ h = [i for i in d.get("inhibitors", []) if i.get("source") == "dbus" and "xdl-fi
 print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
     }
     # the password through :N's client once its red frame shows: prints the seconds waited
-    # for the red frame and from the Return to the clear frame (never: not seen)
+    # for the red frame and from the Return to the clear frame (never: not seen). Escape
+    # first, as a user's first key: after an idle lock the X server's saver (its timeout set
+    # 2 s before the lock time by the agent) has blanked the screen, and only input wakes it
     l_unlock() {
         local t0 r c
         case $1 in
-        0)  t0=$(now); r=$("${Q[@]}" wait-frame locker -t 20)
+        0)  "${Q[@]}" key esc
+            t0=$(now); r=$("${Q[@]}" wait-frame locker -t 20)
             [ "${r%% *}" = never ] && { echo "never never"; return; }
             r=$(dt "$t0" "${r%% *}")
             "${Q[@]}" key esc; "${Q[@]}" type 'alice\n'; t0=$(now)
@@ -773,7 +776,7 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
             pids+=($!)
         done
         wait "${pids[@]}"
-        wait_guest 15 "for d in ${LD[*]}; do [ \"\$($XAS locker \$d)\" = - ] || exit 1; done"
+        wait_guest 5 "for d in ${LD[*]}; do [ \"\$($XAS locker \$d)\" = - ] || exit 1; done"
         for d in "${LD[@]}"; do
             read -r p rw cl _ <"$XDL_RUN/l-unlock-$d.txt"
             left=$(XA locker "$d")
@@ -852,9 +855,10 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
                 check "$t" 1 "the player's hold not listed by its session's agent within 30 s; the player: $(R cat /tmp/xdl-player.out 2>/dev/null | tail -2 | tr '\n' ' ')"
                 kill "$pl" 2>/dev/null; R pkill -u alice -f /tmp/xdl-inhibit.py; continue
             fi
+            # (a move to where the pointer already is would be no input)
             activity & a0=$!
-            CL rdp "$KX" input 0.5 1 >/dev/null 2>&1 & a1=$!
-            CL vnc "$VNC_PORT" alice input 0.5 1 >/dev/null 2>&1 & a2=$!
+            CL rdp "$KX" nudge >/dev/null 2>&1 & a1=$!
+            CL vnc "$VNC_PORT" alice nudge >/dev/null 2>&1 & a2=$!
             wait "$a0" "$a1" "$a2"
             ok=0; li=$(XA lastinput 20 "${LD[@]}") || ok=1
             declare -A T=(); for x in $li; do T[${x%%:*}]=${x#*:}; done
