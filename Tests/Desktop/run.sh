@@ -929,6 +929,20 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
                 "${UN_OK[$d]} of ${UN_N[$d]} locks unlocked (the locker gone, the client's frame clear ${med:-?} s after the Return, median, ${mx:-?} s at most); the agent (pid ${LAGENT[$d]}): $started lockers started, audit $nl lock / $nu unlock / $nf locker-failure entries of session ${LSID[$d]}, $nerr error lines${UN_BAD[$d]:+; problems:${UN_BAD[$d]}}"
             [ "$nerr" = 0 ] || head -5 <<<"$errs" | cut -c1-200 | sed "s/^/      ${LNAME[$d]} agent: /" | tee -a "$RESULTS"
         done
+
+        # the unit's agent started again (Restart=on-failure, systemctl --user restart, D-Bus
+        # activation) while the remote sessions run: each X session's Xsession
+        # (20dbus_xdg-runtime: dbus-update-activation-environment --systemd DISPLAY XAUTHORITY)
+        # has put its DISPLAY into alice's one user manager, the last session's winning
+        menv=$(unit show-environment 2>/dev/null | grep -E '^DISPLAY=' | tr '\n' ' ' | sed 's/ $//')
+        restart_agent
+        p=$(unit show -p MainPID --value xidlelock.service)
+        d=$(R sh -c "tr '\0' '\n' </proc/$p/environ | sed -n 's/^DISPLAY=//p'" 2>/dev/null)
+        st=$(status_json)
+        check "(l) the unit's agent started again beside the remote sessions answers for the local one" \
+            $([ "$(unit is-active xidlelock.service)" = active ] && { [ "$d" = :0 ] || [ "$d" = :0.0 ]; } && [ "$(jget session.id <<<"$st")" = "$SID" ]; echo $?) \
+            "alice's user manager's ${menv:-DISPLAY unset}; after systemctl --user restart xidlelock.service: the unit $(unit is-active xidlelock.service), its agent pid ${p:-none} on DISPLAY=${d:-?}; on :0 the agent's status names session $(jget session.id <<<"$st") (the local one is $SID)"
+        [ "$p" = 0 ] || [ -z "$p" ] || R journalctl -b --no-pager -o cat _SYSTEMD_USER_UNIT=xidlelock.service _PID="$p" | head -4 | cut -c1-200 | sed 's/^/      unit agent: /' | tee -a "$RESULTS"
     else
         l_fail_all "alice's three sessions at once, each agent answering for its own" "holds" "unlocks"
     fi
@@ -940,8 +954,10 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
     XA end 1 30 || note "(l) alice's VNC session still listed by logind 30 s after its end"
     XA unprepare
     R pkill -u alice -f /tmp/xdl-inhibit.py
-    fresh; restart_agent
-    note "(l) alice's remote sessions ended"
+    # her user manager's DISPLAY her local session's again (each remote Xsession put its own there)
+    unit import-environment DISPLAY XAUTHORITY
+    fresh; unit reset-failed xidlelock.service 2>/dev/null; restart_agent
+    note "(l) alice's remote sessions ended; the unit's agent $(unit is-active xidlelock.service) on $(unit show-environment | sed -n 's/^DISPLAY=//p')"
 fi
 
 # ---- (j) the guard against its session's user, kernel.yama.ptrace_scope=1 -----------------------
