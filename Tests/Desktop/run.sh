@@ -32,7 +32,8 @@
 #                l one user's sessions at once: alice's local one, an xrdp and a VNC one of hers
 #                  (the clients of k): a player's Inhibit in each holds that session only, the
 #                  others lock on time; the password through each client unlocks, no error line,
-#                  no second locker, over 10 and more unlocks each
+#                  no second locker, over 10 and more unlocks each; the unit's agent started
+#                  again meanwhile still answers for the local session
 #   --keep       leave the VM running afterwards (Tests/Desktop/shutdown.sh stops it)
 #   --no-boot    use the VM that is already running (with --keep, for iterating)
 #
@@ -49,7 +50,7 @@ while [ $# -gt 0 ]; do
         --only) ONLY=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --no-boot) BOOT=0; shift ;;
-        *) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 [ -n "$DEB" ] || DEB=$(ls -t "$REPO"/dist/xidlelock_*.deb 2>/dev/null | head -1)
@@ -729,6 +730,8 @@ fi
 #            has no error line ("may NOT be covered", "never grabbed", "(attempt N)") nor
 #            locker-failure entry, and one locker started, one lock entry and one unlock entry
 #            (audit, XIDLELOCK_SESSION) per lock of the scenario.
+#   restart  the unit's agent started again while the remote sessions run answers for the
+#            local session (each Xsession has put its DISPLAY into her one user manager).
 if want l; then
     L_UNLOCKS=10
     LD=(0 10 1)                                          # the displays: local, xrdp, VNC
