@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests/Desktop/remote-client.py: scenario (k)'s real clients, on the host, against the
+"""Tests/Desktop/remote-client.py: scenarios (k) and (l)'s real clients, on the host, against the
 VM's forwarded loopback ports only. Run with the venv that has vncdotool (and Pillow).
 
   remote-client.py vnc PORT PASSWORD ACTION...   vncdotool's client (one connection)
@@ -8,11 +8,18 @@ VM's forwarded loopback ports only. Run with the venv that has vncdotool (and Pi
 ACTION:
   input SECONDS INTERVAL   moves the pointer every INTERVAL s for SECONDS; prints the host
                            time and the count of each move as it is made
+  nudge                    two pointer moves, to two places (one of them is a move even
+                           when the pointer already is at the other)
   red [SAVE]               prints the red share of one frame (the locker: i3lock -c ff0000)
   wait-red TIMEOUT SAVE    frames as fast as they come until one is mostly red; prints its
                            host time and the seconds waited (never: none in TIMEOUT)
   wait-clear TIMEOUT       until a frame is not mostly red; same output
   type TEXT                Escape (i3lock forgets what was typed), TEXT, then Return
+  unlock TIMEOUT TEXT      in one connection: Escape (as a user's first key: it wakes a
+                           blanked screen; i3lock forgets what was typed), wait-red, type
+                           TEXT, wait-clear; prints the seconds waited for the red frame
+                           and from Return to the clear frame (never: none in TIMEOUT;
+                           without red nothing is typed: "never never")
 A frame is "mostly red" when over half its pixels are (255, 0, 0) within 8 each."""
 import os, subprocess, sys, time, warnings
 
@@ -40,6 +47,9 @@ class Vnc:
 
     def move(self, x, y):
         self.c.mouseMove(x, y)
+
+    def key(self, name):
+        self.c.keyPress(name)
 
     def type(self, text):
         self.c.keyPress("esc")
@@ -71,6 +81,10 @@ class Rdp:
 
     def move(self, x, y):
         self.xdo("mousemove", str(x), str(y))
+
+    def key(self, name):
+        self.xdo("mousemove", "500", "400")
+        self.xdo("key", {"esc": "Escape"}.get(name, name))
 
     def type(self, text):
         self.xdo("mousemove", "500", "400")
@@ -109,6 +123,11 @@ def main():
                 client.move(300 + 40 * (i % 5), 300 + 30 * (i % 3))
                 print(f"{time.time():.3f} {i}", flush=True)
                 time.sleep(every)
+        elif act == "nudge":
+            for x in (300, 303):
+                client.move(x, 300)
+                time.sleep(0.2)
+            print(f"{time.time():.3f}")
         elif act == "red":
             img = client.frame()
             if a:
@@ -121,6 +140,15 @@ def main():
         elif act == "type":
             client.type(a[0])
             print("typed")
+        elif act == "unlock":
+            client.key("esc")
+            red = wait(client, True, float(a[0])).split()
+            if red[0] == "never":
+                print("never never")
+            else:
+                client.type(a[1])
+                clear = wait(client, False, float(a[0])).split()
+                print(f"{red[1]} {'never' if clear[0] == 'never' else clear[1]}")
         else:
             sys.exit(__doc__)
     finally:

@@ -7,7 +7,7 @@
 #   Tests/Desktop/run.sh [--deb FILE] [--only a,b,...] [--keep] [--no-boot]
 #
 #   --deb FILE   the package to test (default: the newest dist/xidlelock_*.deb)
-#   --only LIST  scenarios to run (default all, in this order; k and j before i, which ends the session):
+#   --only LIST  scenarios to run (default all, in this order; k, l and j before i, which ends the session):
 #                a idle lock at the lock time, real input deferring it
 #                b loginctl lock-session; LockedHint/IdleHint; a lock made at agent start
 #                c a VT switch longer than the lock time: locked on return
@@ -29,6 +29,11 @@
 #                  with real clients from the host (vncdotool, xfreerdp on Xvfb): logind's view,
 #                  the agent verified, client input holds the lock off, the idle lock and the
 #                  unlock through the client, kill -9 -> the guard's locker within agent-grace + 2 s
+#                l one user's sessions at once: alice's local one, an xrdp and a VNC one of hers
+#                  (the clients of k): a player's Inhibit in each holds that session only, the
+#                  others lock on time; the password through each client unlocks, no error line,
+#                  no second locker, over 10 and more unlocks each; the unit's agent started
+#                  again meanwhile still answers for the local session
 #   --keep       leave the VM running afterwards (Tests/Desktop/shutdown.sh stops it)
 #   --no-boot    use the VM that is already running (with --keep, for iterating)
 #
@@ -38,14 +43,14 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 REPO=$(cd "$HERE/../.." && pwd)
 
-DEB='' ONLY=a,b,c,d,e,f,g,h,k,i,j KEEP=0 BOOT=1
+DEB='' ONLY=a,b,c,d,e,f,g,h,k,l,i,j KEEP=0 BOOT=1
 while [ $# -gt 0 ]; do
     case $1 in
         --deb) DEB=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --no-boot) BOOT=0; shift ;;
-        *) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 [ -n "$DEB" ] || DEB=$(ls -t "$REPO"/dist/xidlelock_*.deb 2>/dev/null | head -1)
@@ -573,19 +578,10 @@ if want i || want j || want k; then
     }
 fi
 
-# ---- (k) remote sessions: xrdp and VNC, guarded ---------------------------------------------------
-# bob's two remote X11 sessions beside alice's local one, under the policy of (i) (on-agent-lost
-# lock, agent-grace 5 s): TigerVNC's vncsession on :1 (tigervncserver@:1.service) and xrdp's
-# Xorg backend (xorgxrdp, :10), each with a real client on the host through the VM's loopback
-# forwards: vncdotool (PyPI, in $XDL_DIR/venv) and xfreerdp (freerdp2-x11) on an Xvfb of the
-# host's. The agent runs in each as the session's own child, started by bob's ~/.xsession
-# (build-image.sh says why). For each: logind's view; the agent verified by the guard; the
-# client's pointer every 2 s for 30 s (no locker, the X idle stays low); then nothing: the
-# locker's red frame through the client at the lock time; the password typed through the
-# client unlocks; kill -9 of the agent: the guard's red locker through the client within
-# agent-grace + 2 s, root's doctor --policy NOT met naming the session; the agent started
-# again in the session, verified, and the password through the client unlocks.
-if want k; then
+# the remote sessions' real clients on the host, for (k) and (l): vncdotool (PyPI, in
+# $XDL_DIR/venv) and xfreerdp (freerdp2-x11) on an Xvfb of the host's; the guest's half
+# (in-guest-remote.sh) as /tmp/xdl-remote.sh
+if want k || want l; then
     KV=$XDL_DIR/venv
     read -r RDP_PORT VNC_PORT <"$XDL_RUN/remote-ports" 2>/dev/null || { RDP_PORT=$XDL_RDP_PORT; VNC_PORT=$XDL_VNC_PORT; }
     if [ ! -x "$KV/bin/vncdo" ]; then
@@ -599,7 +595,21 @@ if want k; then
     KX=:$n
     Xvfb "$KX" -screen 0 1280x1024x24 -nolisten tcp >"$XDL_RUN/xvfb-k.log" 2>&1 & BG+=($!)
     for i in $(seq 50); do [ -e "/tmp/.X11-unix/X$n" ] && break; sleep 0.1; done
+fi
 
+# ---- (k) remote sessions: xrdp and VNC, guarded ---------------------------------------------------
+# bob's two remote X11 sessions beside alice's local one, under the policy of (i) (on-agent-lost
+# lock, agent-grace 5 s): TigerVNC's vncsession on :1 (tigervncserver@:1.service) and xrdp's
+# Xorg backend (xorgxrdp, :10), each with a real client on the host through the VM's loopback
+# forwards: vncdotool (PyPI, in $XDL_DIR/venv) and xfreerdp (freerdp2-x11) on an Xvfb of the
+# host's. The agent runs in each as the session's own child, started by bob's ~/.xsession
+# (build-image.sh says why). For each: logind's view; the agent verified by the guard; the
+# client's pointer every 2 s for 30 s (no locker, the X idle stays low); then nothing: the
+# locker's red frame through the client at the lock time; the password typed through the
+# client unlocks; kill -9 of the agent: the guard's red locker through the client within
+# agent-grace + 2 s, root's doctor --policy NOT met naming the session; the agent started
+# again in the session, verified, and the password through the client unlocks.
+if want k; then
     XR gone 30 || note "bob's sessions still listed by logind 30 s after terminate-user"
     write_policy lock 30
     printf '%s\n' "lock-after ${LOCK_AFTER}s" "locker $LOCKER" |
@@ -698,6 +708,259 @@ if want k; then
     R systemctl restart xidlelock-guard.service
     restart_agent
     note "bob's sessions ended; no policy"
+fi
+
+# ---- (l) one user's local, xrdp and VNC sessions at once (#40) -----------------------------------
+# alice's local session (:0, the unit's agent) with an xrdp session (xorgxrdp, :10) and a TigerVNC
+# session (:1) of hers at once, reached with (k)'s clients from the host; no policy. Her remote
+# sessions get bob's set-up of (k) (xdl-remote.sh prepare): the agent started by ~/.xsession in
+# each. Her three agents share her one session bus: the first (the local one) owns
+# org.freedesktop.ScreenSaver and passes a hold of another session's program on to that
+# session's agent.
+#   holds    in each session in turn a player (inhibit-player.py: ScreenSaver.Inhibit through
+#            sd-bus, then it plays on) started inside that session through its runner; input
+#            once in all three (QMP, the clients), then nothing. The player's session stays
+#            unlocked 10 s past the lock time and only its agent lists the hold; the two others
+#            lock on time (the locker's fork minus the session's last input, both on the guest's
+#            clock); the player ended, its session locks.
+#   unlocks  xidlelock lock in each session through its runner, L_UNLOCKS times. Each lock of
+#            the scenario is unlocked with the password through the session's client (QMP's
+#            keyboard for the local one) once the agent says its locker covers and the client
+#            shows it: the locker gone, the client's frame clear; at the end each agent's log
+#            has no error line ("may NOT be covered", "never grabbed", "(attempt N)") nor
+#            locker-failure entry, and one locker started, one lock entry and one unlock entry
+#            (audit, XIDLELOCK_SESSION) per lock of the scenario.
+#   restart  the unit's agent started again while the remote sessions run answers for the
+#            local session (each Xsession has put its DISPLAY into her one user manager).
+if want l; then
+    L_UNLOCKS=10
+    LD=(0 10 1)                                          # the displays: local, xrdp, VNC
+    declare -A LNAME=([0]=local [10]=xrdp [1]=vnc) LSID=() LAGENT=() LLINES=()
+    declare -A UN_N=([0]=0 [10]=0 [1]=0) UN_OK=([0]=0 [10]=0 [1]=0) UN_T=() UN_BAD=()
+    XAS="XDL_REMOTE_USER=alice /tmp/xdl-remote.sh"       # the guest's half, for alice
+    XA() { RS "$XAS $(xdl_quote "$@")"; }
+    runner() { [ "$1" = 0 ] && echo /usr/local/lib/xdl/session-run || echo "/usr/local/lib/xdl/session-run --display $1"; }
+    # CMD inside alice's session on :N, through that session's runner (l_bg: in the background)
+    l_in() { local n=$1; shift; RS "$(runner "$n") -- $(xdl_quote "$@")"; }
+    l_bg() { local n=$1; shift; xdl_ssh_argv root; "${XDL_SSH_ARGV[@]}" "$(runner "$n") -- $(xdl_quote "$@")" </dev/null >/dev/null 2>&1 & BGPID=$!; BG+=("$BGPID"); }
+    # the player's holds the agent on :N lists: COUNT WHO (the first one's, or -)
+    l_holds() {
+        XA status "$1" 2>/dev/null | python3 -c 'import json, sys
+try: d = json.load(sys.stdin)
+except Exception: print("? -"); sys.exit()
+h = [i for i in d.get("inhibitors", []) if i.get("source") == "dbus" and "xdl-film" in i.get("why", "")]
+print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
+    }
+    # the password through :N's client once its red frame shows: prints the seconds waited
+    # for the red frame and from the Return to the clear frame (never: not seen). Escape
+    # first, as a user's first key: after an idle lock the X server's saver (its timeout set
+    # 2 s before the lock time by the agent) has blanked the screen, and only input wakes it
+    l_unlock() {
+        local t0 r c
+        case $1 in
+        0)  "${Q[@]}" key esc
+            t0=$(now); r=$("${Q[@]}" wait-frame locker -t 20)
+            [ "${r%% *}" = never ] && { echo "never never"; return; }
+            r=$(dt "$t0" "${r%% *}")
+            "${Q[@]}" key esc; "${Q[@]}" type 'alice\n'; t0=$(now)
+            c=$("${Q[@]}" wait-frame desktop -t 20)
+            if [ "${c%% *}" = never ]; then c=never; else c=$(dt "$t0" "${c%% *}"); fi
+            echo "$r $c" ;;
+        10) CL rdp "$KX" unlock 20 alice ;;
+        1)  CL vnc "$VNC_PORT" alice unlock 20 alice ;;
+        esac
+    }
+    # each session's lock unlocked at once through its client (after its agent says its
+    # locker covers); each unlock tallied: the locker gone and the client's frame clear
+    l_unlock_all() {    # LABEL
+        local d p rw cl left pids=()
+        for d in "${LD[@]}"; do
+            { if wait_guest 20 "$XAS covered $d"; then echo "$(XA locker "$d") $(l_unlock "$d")"; else echo "- uncovered -"; fi; } >"$XDL_RUN/l-unlock-$d.txt" 2>&1 &
+            pids+=($!)
+        done
+        wait "${pids[@]}"
+        wait_guest 5 "for d in ${LD[*]}; do [ \"\$($XAS locker \$d)\" = - ] || exit 1; done"
+        for d in "${LD[@]}"; do
+            read -r p rw cl _ <"$XDL_RUN/l-unlock-$d.txt"
+            left=$(XA locker "$d")
+            UN_N[$d]=$((UN_N[$d] + 1))
+            if [ "$p" != - ] && [ "${cl:-never}" != never ] && [ "$left" = - ]; then
+                UN_OK[$d]=$((UN_OK[$d] + 1)); UN_T[$d]+=" $cl"
+            else
+                UN_BAD[$d]+=" $1: locker ${p:-?}, red frame after ${rw:-?} s, clear ${cl:-?}, a locker after: $left;"
+            fi
+        done
+    }
+    # the audit entries of EVENT alice's session on :N logged since LG1 (XIDLELOCK_SESSION)
+    l_audit() { R journalctl -b --no-pager -o cat --since "@${LG1%.*}" "XIDLELOCK_SESSION=${LSID[$2]}" "XIDLELOCK_EVENT=$1" | grep -c .; }
+    l_fail_all() { for c in "$@"; do check "(l) $c" 1 "not run: $L_WHY"; done; }
+
+    XR gone 30 >/dev/null || note "(l) bob's sessions still listed by logind"
+    fresh
+    L_WHY=
+    XA prepare || L_WHY="xdl-remote.sh prepare failed: alice's remote sessions would run her local session's i3 config"
+    xdl_ssh root "cat >/tmp/xdl-inhibit.py && chmod 755 /tmp/xdl-inhibit.py" <"$HERE/inhibit-player.py"
+    set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
+    restart_agent                     # the local agent first: it owns the session bus's names
+    # the local session kept in use by QMP's pointer, each remote one by its client's, from its
+    # start (an agent counts the idle from its server's start) until all three are up
+    ( while :; do activity; sleep 3; done ) >/dev/null 2>&1 & lact=$!; BG+=("$lact")
+    [ -n "$L_WHY" ] || R systemctl start tigervncserver@:1.service
+    if [ -n "$L_WHY" ]; then :
+    elif LSID[1]=$(XA sid 1 90); then
+        for i in $(seq 30); do timeout 5 "$KV/bin/python" "$HERE/remote-client.py" vnc "$VNC_PORT" alice red >/dev/null 2>&1 && break; sleep 0.5; done
+        timeout 300 "$KV/bin/python" "$HERE/remote-client.py" vnc "$VNC_PORT" alice input 240 2 >/dev/null 2>&1 & lin1=$!; BG+=("$lin1")
+    else L_WHY="no logind session of alice's on :1 within 90 s"; fi
+    [ -n "$L_WHY" ] || { DISPLAY=$KX xfreerdp /v:127.0.0.1:"$RDP_PORT" /u:alice /p:alice /cert:ignore /size:1024x768 \
+        -wallpaper /log-level:WARN >"$XDL_RUN/xfreerdp-l.log" 2>&1 & LRDP=$!; BG+=("$LRDP"); }
+    if [ -n "$L_WHY" ]; then :
+    elif LSID[10]=$(XA sid 10 90); then
+        for i in $(seq 30); do timeout 5 "$KV/bin/python" "$HERE/remote-client.py" rdp "$KX" red >/dev/null 2>&1 && break; sleep 0.5; done
+        timeout 300 "$KV/bin/python" "$HERE/remote-client.py" rdp "$KX" input 240 2 >/dev/null 2>&1 & lin10=$!; BG+=("$lin10")
+    else L_WHY="${L_WHY:+$L_WHY; }no logind session of alice's on :10 within 90 s"; fi
+    LSID[0]=$SID
+    # each agent up and answering
+    [ -n "$L_WHY" ] || wait_guest 90 "for d in ${LD[*]}; do $XAS status \$d >/dev/null 2>&1 || exit 1; done" \
+        || L_WHY="not every agent answered status within 90 s"
+    kill "$lact" "${lin1:-}" "${lin10:-}" 2>/dev/null; wait "$lact" "${lin1:-}" "${lin10:-}" 2>/dev/null
+    if [ -z "$L_WHY" ]; then
+        owner=$(A busctl --user status org.freedesktop.ScreenSaver 2>/dev/null | sed -n 's/^PID=//p')
+        ok=0 figs=()
+        for d in "${LD[@]}"; do
+            LAGENT[$d]=$(XA agent "$d")
+            st=$(XA status "$d" 2>/dev/null)
+            view=$(R loginctl show-session "${LSID[$d]}" -p Type -p Remote -p Service -p Display -p Active | tr '\n' ' ' | sed 's/ $//')
+            doc=$(l_in "$d" xidlelock doctor 2>&1 | grep -m1 -E 'serving org.freedesktop.ScreenSaver|served by the xidlelock agent of another session' | sed 's/^ *//' | cut -c1-150)
+            [ "$(jget session.id <<<"$st")" = "${LSID[$d]}" ] || ok=1
+            if [ "${LAGENT[$d]}" = "$owner" ]; then grep -q 'serving org.freedesktop.ScreenSaver.*for session' <<<"$doc" || ok=1
+            else grep -q 'served by the xidlelock agent of another session' <<<"$doc" || ok=1; fi
+            figs+=("${LNAME[$d]}: session ${LSID[$d]} ($view), agent pid ${LAGENT[$d]}$([ "${LAGENT[$d]}" = "$owner" ] && echo ", the names' owner"), its status names session $(jget session.id <<<"$st") on $(jget session.display <<<"$st"); doctor: ${doc:-nothing on the names}")
+        done
+        [ -n "$owner" ] && [ "${LSID[0]}" != "${LSID[1]}" ] && [ "${LSID[1]}" != "${LSID[10]}" ] || ok=1
+        check "(l) alice's three sessions at once, each agent answering for its own" $ok \
+            "org.freedesktop.ScreenSaver owned by pid ${owner:-nobody}; $(printf '%s; ' "${figs[@]}" | sed 's/; $//')"
+        # a lock left from the start (an input that came late) is not the scenario's
+        for d in "${LD[@]}"; do
+            [ "$(XA locker "$d")" = - ] || { note "(l) ${LNAME[$d]}: locked before the scenario began; unlocked"; l_unlock "$d" >/dev/null; }
+        done
+        # where each agent's log starts for this scenario (the remote ones' files; the local
+        # one's is the journal since LG1)
+        for d in 10 1; do LLINES[$d]=$(R sh -c "wc -l </tmp/xdl-alice-agent-$d.log" 2>/dev/null || echo 0); done
+        LG1=$(gnow)
+
+        # holds: the player in each session in turn
+        for h in 10 1 0; do
+            others=(); for d in "${LD[@]}"; do [ "$d" = "$h" ] || others+=("$d"); done
+            t="(l) holds: a player in the ${LNAME[$h]} session holds that session only, the ${LNAME[${others[0]}]} and ${LNAME[${others[1]}]} ones lock on time"
+            g0=$(gnow)
+            l_bg "$h" sh -c 'exec python3 /tmp/xdl-inhibit.py xdl-film "a film in the $1 session" >/tmp/xdl-player.out 2>&1' player "${LNAME[$h]}"; pl=$BGPID
+            if ! wait_guest 30 "$XAS status $h | grep -q 'xdl-film: a film in'"; then
+                check "$t" 1 "the player's hold not listed by its session's agent within 30 s; the player: $(R cat /tmp/xdl-player.out 2>/dev/null | tail -2 | tr '\n' ' ')"
+                kill "$pl" 2>/dev/null; R pkill -u alice -f /tmp/xdl-inhibit.py; continue
+            fi
+            # (a move to where the pointer already is would be no input)
+            activity & a0=$!
+            CL rdp "$KX" nudge >/dev/null 2>&1 & a1=$!
+            CL vnc "$VNC_PORT" alice nudge >/dev/null 2>&1 & a2=$!
+            wait "$a0" "$a1" "$a2"
+            ok=0; li=$(XA lastinput 20 "${LD[@]}") || ok=1
+            declare -A T=(); for x in $li; do T[${x%%:*}]=${x#*:}; done
+            for d in "${LD[@]}"; do awk -v t="${T[$d]:-0}" -v g="$g0" 'BEGIN { exit !(t >= g) }' || ok=1; done
+            wait_guest $((LOCK_AFTER + 20)) "[ \"\$($XAS locker ${others[0]})\" != - ] && [ \"\$($XAS locker ${others[1]})\" != - ]"
+            # the player's session: looked at 10 s past its lock time
+            RS "sleep \$(awk -v t=${T[$h]:-0} -v n=\$(date +%s.%N) 'BEGIN { s = t + $((LOCK_AFTER + 10)) - n; print (s > 0 ? s : 0) }')"
+            figs=()
+            for d in "${LD[@]}"; do
+                read -r p ls <<<"$(XA lockstart "$d")"
+                read -r hold who <<<"$(l_holds "$d")"
+                if [ "$d" = "$h" ]; then
+                    th=$(awk -v t="${T[$h]:-0}" -v n="$(gnow)" 'BEGIN { printf "%.1f", n - t }')
+                    { [ "$p" = - ] && [ "$hold" = 1 ]; } || ok=1
+                    figs+=("${LNAME[$d]} (the player's): $([ "$p" = - ] && echo "no locker" || echo "LOCKED (pid $p)") at ${th} s of idle, its agent lists $hold hold of the player (${who//_/ })")
+                else
+                    if [ "$p" = - ]; then lt=never; else lt=$(dt "${T[$d]:-0}" "$ls"); fi
+                    { [ "$lt" != never ] && awk -v s="$lt" -v l=$LOCK_AFTER 'BEGIN { exit !(s >= l - 0.5 && s <= l + 3) }' && [ "$hold" = 0 ]; } || ok=1
+                    figs+=("${LNAME[$d]}: locked ${lt} s after its last input, its agent lists $hold hold of the player")
+                fi
+            done
+            check "$t" $ok "lock time ${LOCK_AFTER} s (-0.5 to +3 s: the idle's reading is within half a runuser here); $(printf '%s; ' "${figs[@]}" | sed 's/; $//')"
+            # the player ends: its session, idle past the lock time, locks
+            tp=$(gnow)
+            kill "$pl" 2>/dev/null; wait "$pl" 2>/dev/null; R pkill -u alice -f /tmp/xdl-inhibit.py
+            wait_guest 15 "[ \"\$($XAS locker $h)\" != - ]"
+            read -r p ls <<<"$(XA lockstart "$h")"
+            if [ "$p" = - ]; then lp=never; else lp=$(dt "$tp" "$ls"); fi
+            check "(l) holds: the player in the ${LNAME[$h]} session ended -> that session locks" \
+                $([ "$lp" != never ] && awk -v s="$lp" 'BEGIN { exit !(s <= 5) }'; echo $?) \
+                "its locker (pid $p) started ${lp} s after the player was ended (the session idle past its lock time)"
+            l_unlock_all "round $h"
+            unset T
+        done
+
+        # unlocks: lock on request in each session, the password through each client
+        for i in $(seq "$L_UNLOCKS"); do
+            for d in "${LD[@]}"; do
+                [ "$(XA locker "$d")" = - ] || UN_BAD[$d]+=" before lock $i: a locker ($(XA locker "$d")) already there;"
+            done
+            pids=(); for d in "${LD[@]}"; do l_in "$d" xidlelock lock >/dev/null 2>&1 & pids+=($!); done
+            wait "${pids[@]}"
+            l_unlock_all "lock $i"
+        done
+        sleep 3    # nothing may start again after the last unlock
+        for d in "${LD[@]}"; do [ "$(XA locker "$d")" = - ] || UN_BAD[$d]+=" 3 s after the last unlock: a locker ($(XA locker "$d"));"; done
+
+        # each agent's log and audit entries over the scenario
+        for d in "${LD[@]}"; do
+            # the local agent's lines are the journal's (error: a priority, not a word); the
+            # remote ones' are their ~/.xsession's files, from where this scenario began
+            if [ "$d" = 0 ]; then
+                LOG=$(R journalctl -b --no-pager -o cat _SYSTEMD_USER_UNIT=xidlelock.service --since "@${LG1%.*}")
+                errs=$( { R journalctl -b --no-pager -o cat -p err _SYSTEMD_USER_UNIT=xidlelock.service --since "@${LG1%.*}"
+                          grep -E 'may NOT be covered|never grabbed|\(attempt [0-9]+\)' <<<"$LOG"; } | sort -u)
+            else
+                LOG=$(R sh -c "tail -n +$((LLINES[$d] + 1)) /tmp/xdl-alice-agent-$d.log")
+                errs=$(grep -E 'error: |may NOT be covered|never grabbed|\(attempt [0-9]+\)' <<<"$LOG")
+            fi
+            nerr=$(grep -c . <<<"$errs")
+            started=$(grep -cE 'locking (after|on request)' <<<"$LOG")
+            nl=$(l_audit lock "$d"); nu=$(l_audit unlock "$d"); nf=$(l_audit locker-failure "$d")
+            tt=$(tr ' ' '\n' <<<"${UN_T[$d]}" | grep . | sort -n)
+            med=$(awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "-" }' <<<"$tt"); mx=$(tail -1 <<<"$tt")
+            check "(l) unlocks: ${LNAME[$d]} session (${LSID[$d]}), the password through its client" \
+                $([ "${UN_OK[$d]}" -ge 10 ] && [ "${UN_OK[$d]}" = "${UN_N[$d]}" ] && [ -z "${UN_BAD[$d]:-}" ] && [ "$nerr" = 0 ] \
+                    && [ "$started" = "${UN_N[$d]}" ] && [ "$nl" = "${UN_N[$d]}" ] && [ "$nu" = "${UN_N[$d]}" ] && [ "$nf" = 0 ]; echo $?) \
+                "${UN_OK[$d]} of ${UN_N[$d]} locks unlocked (the locker gone, the client's frame clear ${med:-?} s after the Return, median, ${mx:-?} s at most); the agent (pid ${LAGENT[$d]}): $started lockers started, audit $nl lock / $nu unlock / $nf locker-failure entries of session ${LSID[$d]}, $nerr error lines${UN_BAD[$d]:+; problems:${UN_BAD[$d]}}"
+            [ "$nerr" = 0 ] || head -5 <<<"$errs" | cut -c1-200 | sed "s/^/      ${LNAME[$d]} agent: /" | tee -a "$RESULTS"
+        done
+
+        # the unit's agent started again (Restart=on-failure, systemctl --user restart, D-Bus
+        # activation) while the remote sessions run: each X session's Xsession
+        # (20dbus_xdg-runtime: dbus-update-activation-environment --systemd DISPLAY XAUTHORITY)
+        # has put its DISPLAY into alice's one user manager, the last session's winning
+        menv=$(unit show-environment 2>/dev/null | grep -E '^DISPLAY=' | tr '\n' ' ' | sed 's/ $//')
+        restart_agent
+        p=$(unit show -p MainPID --value xidlelock.service)
+        d=$(R sh -c "tr '\0' '\n' </proc/$p/environ | sed -n 's/^DISPLAY=//p'" 2>/dev/null)
+        st=$(status_json)
+        check "(l) the unit's agent started again beside the remote sessions answers for the local one" \
+            $([ "$(unit is-active xidlelock.service)" = active ] && { [ "$d" = :0 ] || [ "$d" = :0.0 ]; } && [ "$(jget session.id <<<"$st")" = "$SID" ]; echo $?) \
+            "alice's user manager's ${menv:-DISPLAY unset}; after systemctl --user restart xidlelock.service: the unit $(unit is-active xidlelock.service), its agent pid ${p:-none} on DISPLAY=${d:-?}; on :0 the agent's status names session $(jget session.id <<<"$st") (the local one is $SID)"
+        [ "$p" = 0 ] || [ -z "$p" ] || R journalctl -b --no-pager -o cat _SYSTEMD_USER_UNIT=xidlelock.service _PID="$p" | head -4 | cut -c1-200 | sed 's/^/      unit agent: /' | tee -a "$RESULTS"
+    else
+        l_fail_all "alice's three sessions at once, each agent answering for its own" "holds" "unlocks"
+    fi
+
+    # the remote sessions end; alice's local one goes on with the unit's agent
+    for d in 10 1; do R cat "/tmp/xdl-alice-agent-$d.log" >"$XDL_RUN/l-agent-$d.log" 2>/dev/null; done
+    [ -z "${LRDP:-}" ] || { kill "$LRDP" 2>/dev/null; wait "$LRDP" 2>/dev/null; }
+    XA end 10 30 || note "(l) alice's xrdp session still listed by logind 30 s after its end"
+    XA end 1 30 || note "(l) alice's VNC session still listed by logind 30 s after its end"
+    XA unprepare
+    R pkill -u alice -f /tmp/xdl-inhibit.py
+    # her user manager's DISPLAY her local session's again (each remote Xsession put its own there)
+    unit import-environment DISPLAY XAUTHORITY
+    fresh; unit reset-failed xidlelock.service 2>/dev/null; restart_agent
+    note "(l) alice's remote sessions ended; the unit's agent $(unit is-active xidlelock.service) on $(unit show-environment | sed -n 's/^DISPLAY=//p')"
 fi
 
 # ---- (j) the guard against its session's user, kernel.yama.ptrace_scope=1 -----------------------
