@@ -395,7 +395,7 @@ public final class Agent {
     /// stays this process's child, so its exit, the unlock, is seen. An agent started
     /// anew could only adopt it, not see how it ended, and would ask for a second unlock.
     private func executeAgainInPlace() {
-        guard let exe = FileIO.linkTarget("/proc/self/exe").map(FileIO.withoutDeleted), access(exe, X_OK) == 0 else {
+        guard let exe = FileIO.ownExecutable, access(exe, X_OK) == 0 else {
             Log.write(.error, "reload: the agent's executable is gone: going on as before")
             return
         }

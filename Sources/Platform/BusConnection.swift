@@ -77,7 +77,7 @@ package final class BusConnection: EventSource {
         if morePending && !backedUp { return MonotonicInstant(.zero) }
         let usec = xil_bus_timeout(bus)
         let busDeadline = usec == UInt64.max ? nil : MonotonicInstant(.ms(Int64(clamping: usec / 1000)))
-        return [busDeadline, handshakeBy, restingUntil].compactMap { $0 }.min()
+        return earliest(earliest(busDeadline, handshakeBy), restingUntil)
     }
 
     /// Messages our own calls queued (a signal, a hint) go out before the wait.

@@ -40,22 +40,19 @@ package final class LogindQuestions {
     private var next = 0
 
     private struct Question {
-        /// Sends on the bus; false when sd-bus refused it (it has then been answered).
-        package let send: (OpaquePointer) -> Bool
-        package let fail: (Failure) -> Void
+        /// Sends on the bus (where sd-bus refuses, the question is answered with why).
+        let send: (OpaquePointer) -> Void
+        let fail: (Failure) -> Void
     }
 
-    /// Questions waiting to be sent (for the guard's own figures).
-    package var queued: Int { waiting.count - next }
-
     /// A closure kept alive (retained by the C side's question) until its answer.
-    package final class Waiting<Answer> {
-        package let answer: (Answer) -> Void
-        package init(_ answer: @escaping (Answer) -> Void) { self.answer = answer }
+    private final class Waiting<Answer> {
+        let answer: (Answer) -> Void
+        init(_ answer: @escaping (Answer) -> Void) { self.answer = answer }
         /// Retained for the C side; `take` gives it back once.
-        package var passed: UnsafeMutableRawPointer { Unmanaged.passRetained(self).toOpaque() }
-        package static func take(_ pointer: UnsafeMutableRawPointer?) -> Waiting { Unmanaged<Waiting>.fromOpaque(pointer!).takeRetainedValue() }
-        package static func drop(_ pointer: UnsafeMutableRawPointer) { Unmanaged<Waiting>.fromOpaque(pointer).release() }
+        var passed: UnsafeMutableRawPointer { Unmanaged.passRetained(self).toOpaque() }
+        static func take(_ pointer: UnsafeMutableRawPointer?) -> Waiting { Unmanaged<Waiting>.fromOpaque(pointer!).takeRetainedValue() }
+        static func drop(_ pointer: UnsafeMutableRawPointer) { Unmanaged<Waiting>.fromOpaque(pointer).release() }
     }
 
     package typealias SessionAnswer = Result<SessionFacts, Failure>
@@ -71,7 +68,7 @@ package final class LogindQuestions {
             let waiting = Waiting<Answer> { [weak self] reply in
                 if let self, connection == asked {
                     outstanding -= 1
-                    defer { sendWaiting() }
+                    sendWaiting()
                 }
                 answer(reply)
             }
@@ -79,11 +76,10 @@ package final class LogindQuestions {
             let r = send(bus, pointer)
             guard r < 0 else {
                 outstanding += 1
-                return true
+                return
             }
             Waiting<Answer>.drop(pointer)
             answer(failed(Failure(code: -r, why: String(cString: strerror(-r)))))
-            return false
         }, fail: { answer(failed($0)) })
         waiting.append(question)
         if bus == nil { failWaiting() } else { sendWaiting() }
@@ -93,7 +89,7 @@ package final class LogindQuestions {
         while outstanding < LogindQuestions.mostAtOnce, next < waiting.count, let bus {
             let question = waiting[next]
             next += 1
-            _ = question.send(bus)
+            question.send(bus)
         }
         if next == waiting.count {
             waiting.removeAll(keepingCapacity: true)

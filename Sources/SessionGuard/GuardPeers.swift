@@ -290,8 +290,6 @@ struct InstalledAgent {
     /// build tree), or `../bin` (an installed `libexec/xidlelock-guard`).
     static func path(_ option: String?) -> String? {
         if let option { return option }
-        guard let own = FileIO.linkTarget("/proc/self/exe").map(FileIO.withoutDeleted) else { return nil }
-        let directory = own.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        return [directory + "/xidlelock", directory + "/../bin/xidlelock"].first { access($0, F_OK) == 0 }
+        return FileIO.ownExecutable.flatMap { FileIO.beside($0, ["xidlelock", "../bin/xidlelock"], mode: F_OK) }
     }
 }

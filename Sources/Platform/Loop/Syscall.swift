@@ -93,6 +93,16 @@ package enum FileIO {
         path.hasSuffix(" (deleted)") ? String(path.dropLast(" (deleted)".count)) : path
     }
 
+    /// This process's executable, as a path it can be run again by.
+    package static var ownExecutable: String? { linkTarget("/proc/self/exe").map(withoutDeleted) }
+
+    /// The first of `relatives` (paths from `executable`'s directory) that access(2)
+    /// allows for `mode`: what is installed beside it.
+    package static func beside(_ executable: String, _ relatives: [String], mode: Int32) -> String? {
+        let directory = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return relatives.map { directory + "/" + $0 }.first { access($0, mode) == 0 }
+    }
+
     package static func linkTarget(_ path: String) -> String? {
         var buffer = [CChar](repeating: 0, count: 4097)
         let n = readlink(path, &buffer, 4096)
