@@ -98,7 +98,7 @@ extension IdleMachine {
 }
 
 /// The earlier of two times, either of which may be none.
-package func earliest<Instant: Comparable>(_ a: Instant?, _ b: Instant?) -> Instant? {
+public func earliest<Instant: Comparable>(_ a: Instant?, _ b: Instant?) -> Instant? {
     guard let a else { return b }
     guard let b else { return a }
     return min(a, b)
