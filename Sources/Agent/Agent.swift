@@ -178,21 +178,29 @@ public final class Agent {
         for problem in session.problems { Log.write(session.fromLogind ? .error : .warning, "session: \(problem)") }
         guard session.fromLogind else { return session }
         Log.write(.info, "session \(session.id) on \(session.display) (\(session.type)\(session.seat.isEmpty ? "" : ", \(session.seat)")), as logind says")
+        follow(session)
+        return session
+    }
+
+    /// The environment set to the session logind named, so that the X connection, the
+    /// socket, the bus services and every child follow it.
+    private static func follow(_ session: AgentSession) {
         if !session.display.isEmpty { setenv("DISPLAY", session.display, 1) }
         setenv("XDG_SESSION_ID", session.id, 1)
         if !session.type.isEmpty { setenv("XDG_SESSION_TYPE", session.type, 1) }
         if session.type != "wayland" { unsetenv("WAYLAND_DISPLAY") }
-        return session
     }
 
     /// Out of a policy: logind's name for the session of the display the agent watches
-    /// (asked as under a policy, within 2 s), the environment left as the user set it.
+    /// (asked as under a policy, within 2 s), the environment left as the user set it;
+    /// an agent in no session (the user unit's) follows its user's display session.
     static func observedSession() -> AgentSession {
         let logind = askLogindOwnSession()
         let session = AgentSession.observe(logind: logind, unavailable: logindUnavailable, environment: SocketPath.environment)
         // Without logind, the desktop's buses say why once (status has it too).
         for problem in session.problems { Log.write(logind == nil ? .debug : .info, "session: \(problem)") }
         if session.fromLogind { Log.write(.info, "session \(session.id) on \(session.display), as logind says") }
+        if session.fromLogind, logind?.usersDisplay == true { follow(session) }
         return session
     }
 
@@ -213,7 +221,8 @@ public final class Agent {
             return nil
         }
         let facts = SessionFacts(info)
-        return AgentSession.Logind(id: facts.guarded.id, display: facts.guarded.display, type: facts.type, seat: facts.seat)
+        return AgentSession.Logind(id: facts.guarded.id, display: facts.guarded.display, type: facts.type, seat: facts.seat,
+                                   usersDisplay: facts.usersDisplay)
     }
 
     init(config: AgentConfig, x: XServer, control: ControlListener, record: LockerRecord?,

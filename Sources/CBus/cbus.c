@@ -787,7 +787,10 @@ static int own_user_display(sd_bus_message *reply, void *userdata, sd_bus_error 
         snprintf(q->error, q->error_size, "the process is in no session, and its user has no display session");
         r = -ENXIO;
     }
-    if (r >= 0) r = ask_own_properties(p_sd_bus_message_get_bus(reply), q, path);
+    if (r >= 0) {
+        q->info->users_display = 1;
+        r = ask_own_properties(p_sd_bus_message_get_bus(reply), q, path);
+    }
     return r < 0 ? own_failed(q, NULL, r) : 0;
 }
 

@@ -16,11 +16,15 @@ public struct AgentSession: Equatable, Sendable {
     /// What logind said of the agent's session.
     public struct Logind: Equatable, Sendable {
         public var id, display, type, seat: String
-        public init(id: String, display: String, type: String, seat: String) {
+        /// The agent runs in no session (a systemd user unit): this is the session
+        /// logind elects as its user's display session.
+        public var usersDisplay: Bool
+        public init(id: String, display: String, type: String, seat: String, usersDisplay: Bool = false) {
             self.id = id
             self.display = display
             self.type = type
             self.seat = seat
+            self.usersDisplay = usersDisplay
         }
     }
 
@@ -59,13 +63,21 @@ public struct AgentSession: Equatable, Sendable {
 
     /// Out of a policy the environment stands (the user's own choice of display), and
     /// logind's word only names the session: its id where its display is the one the
-    /// agent watches. Another display (an agent started by a user unit beside two
-    /// sessions: logind answers with the user's first display session) names no session
-    /// of this display, so none is claimed.
+    /// agent watches. Another display names no session of this display, so none is
+    /// claimed. One exception: an agent in no session (started by the user unit) follows
+    /// its user's display session, as logind elects it. Its DISPLAY is the user
+    /// manager's, which every X session of the user rewrites at its start (Debian's
+    /// 20dbus_xdg-runtime), so beside a remote session it names the last session
+    /// started, whose own agent already runs there.
     public static func observe(logind: Logind?, unavailable: String? = nil, environment: (String) -> String?) -> AgentSession {
         func env(_ name: String) -> String? { environment(name).flatMap { $0.isEmpty ? nil : $0 } }
         let fromEnvironment = reconcile(logind: nil, unavailable: unavailable, environment: environment)
         guard let logind else { return fromEnvironment }
+        if logind.usersDisplay, !logind.display.isEmpty {
+            var session = reconcile(logind: logind, environment: environment)
+            session.problems = session.problems.map { "the agent runs in no session (a user unit's), so it watches its user's display session: \($0)" }
+            return session
+        }
         let display = env("DISPLAY") ?? logind.display
         if !logind.display.isEmpty, DisplayName(display) != DisplayName(logind.display) {
             var session = fromEnvironment

@@ -12,6 +12,9 @@ package struct SessionFacts {
     package var seat: String
     /// logind's object path of the session.
     package var path: String
+    /// The process asked about is in no session (a systemd user unit's): this is its
+    /// user's display session, as logind elects it.
+    package var usersDisplay: Bool
 
     package init(_ info: xil_session_info) {
         var info = info
@@ -27,5 +30,6 @@ package struct SessionFacts {
         leader = info.leader
         seat = text(&info.seat)
         path = text(&info.path)
+        usersDisplay = info.users_display != 0
     }
 }

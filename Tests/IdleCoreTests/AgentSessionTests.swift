@@ -30,6 +30,25 @@ struct AgentSessionTests {
         #expect(s.refusal(environment: user) == nil, "the user's WAYLAND_DISPLAY refused an X11 session")
     }
 
+    @Test("out of a policy: DISPLAY stands, and logind's session is claimed only where it is that display")
+    func observedInASession() {
+        let same = AgentSession.observe(logind: Self.logind, environment: Self.env(["DISPLAY": ":0.0"]))
+        #expect(same.fromLogind && same.id == "3" && same.display == ":0.0" && same.problems.isEmpty)
+        let other = AgentSession.observe(logind: Self.logind, environment: Self.env(["DISPLAY": ":10.0", "XDG_SESSION_ID": "c4"]))
+        #expect(!other.fromLogind && other.display == ":10.0" && other.id == "c4")
+    }
+
+    @Test("out of a policy, an agent in no session (the user unit's) follows its user's display session, not the user manager's last DISPLAY")
+    func observedFromAUserUnit() {
+        var logind = Self.logind
+        logind.usersDisplay = true
+        let s = AgentSession.observe(logind: logind, environment: Self.env(["DISPLAY": ":10.0"]))
+        #expect(s.fromLogind && s.id == "3" && s.display == ":0")
+        #expect(s.problems == ["the agent runs in no session (a user unit's), so it watches its user's display session: DISPLAY=:10.0 is not the session's display :0 (logind): watching :0"])
+        let agreeing = AgentSession.observe(logind: logind, environment: Self.env(["DISPLAY": ":0"]))
+        #expect(agreeing.fromLogind && agreeing.display == ":0" && agreeing.problems.isEmpty)
+    }
+
     @Test("a session logind says is Wayland is refused, whatever the environment says")
     func waylandByLogind() {
         var logind = Self.logind

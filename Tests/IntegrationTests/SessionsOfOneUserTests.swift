@@ -118,6 +118,31 @@ extension SessionsOfOneUserTests {
         }
     }
 
+    @Test("an agent in no session (the user unit's), whose DISPLAY is the user manager's (the second session's, whose agent runs): it watches the user's display session as logind elects it, and runs")
+    func userUnitAgentFollowsTheUsersDisplaySession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let user = String(getuid())
+            let set = try await t.bus(first, "user-display", user, first)
+            try #require(set.exit == .exited(0), "\(set.stderr)")
+            let second = try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.locker])
+            // What `systemctl --user restart xidlelock` gives it: the last session's DISPLAY
+            // (each X session pushes its own into the one user manager), no session of its own.
+            let unit = try t.s.startAgent(["--lock-after", "1h", "--locker", Script.locker],
+                                          environment: ["DISPLAY": t.display(other), "XDG_SESSION_ID": nil,
+                                                        "MOCK_LOGIND_SESSION": nil, "XDG_RUNTIME_DIR": t.runtime])
+            try await waitUntil("the unit's agent to answer in \(first)", context: { unit.log }) {
+                guard unit.process.isRunning else { throw AgentExited(waitingFor: "its socket", exit: Exit(unit.process), log: unit.log) }
+                return (try? await t.client(first, "status").exit) == .exited(0)
+            }
+            let named = try await t.status(first)["session"] as? [String: Any]
+            #expect(named?["id"] as? String == first && named?["display"] as? String == t.display(first), "\(String(describing: named))")
+            #expect(unit.log.contains("the agent runs in no session (a user unit's), so it watches its user's display session"), "\(unit.log)")
+            let otherNamed = try await t.status(other)["session"] as? [String: Any]
+            #expect(second.process.isRunning && otherNamed?["id"] as? String == other, "the second session's agent: \(String(describing: otherNamed))")
+        }
+    }
+
     // Row 4.
     @Test("a lock due at start (X idle past the lock time): its audit entry and its LockedHint name the logind session, learned before the lock")
     func firstLockNamesTheSession() async throws {

@@ -126,6 +126,7 @@ struct xil_session_info {
     int locked_hint;         /* LockedHint: its owner may set it at will, so no evidence */
     uint32_t leader;
     char path[128];          /* its object path */
+    int users_display;       /* the process is in no session: this is its user's display session */
 };
 /* The guard asks logind without waiting: each question is answered once, from the
  * bus's processing, with 0 and the session, or -errno and why (the session is gone,

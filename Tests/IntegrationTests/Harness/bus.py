@@ -23,6 +23,8 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
     bus.py session-add ID UID NAME DISPLAY  another x11 session of class user, not active
                                             (SessionNew)
     bus.py session-remove ID                session ID gone from logind (no signal)
+    bus.py user-display UID ID              user UID's Display: session ID, as logind elects
+                                            a user's display session
     bus.py sessions-add COUNT PREFIX UID NAME TYPE
                                             COUNT sessions PREFIX1.. of TYPE (tty: none the
                                             guard guards), class user, then one SessionNew
@@ -914,6 +916,16 @@ def main():
             bus.get_object(LOGIN1, path, introspect=False).UpdateProperties(
                 SESSION, {'Type': dbus.String(kind), 'Class': dbus.String('user')}, dbus_interface=MOCK)
         m.EmitSignal(MANAGER, 'SessionNew', 'so', [f'{prefix}{count}', dbus.ObjectPath(path)], dbus_interface=MOCK)
+    elif command == 'user-display':
+        uid, session_id = args
+        # The template's GetUser adds a string to the uid (a TypeError inside the mock).
+        manager(dbus.SystemBus()).AddMethod(MANAGER, 'GetUser', 'u', 'o',
+                                            'ret = dbus.ObjectPath("/org/freedesktop/login1/user/%d" % args[0])',
+                                            dbus_interface=MOCK)
+        dbus.SystemBus().get_object(LOGIN1, f'{MANAGER_PATH}/user/{uid}', introspect=False).Set(
+            'org.freedesktop.login1.User', 'Display',
+            dbus.Struct((session_id, dbus.ObjectPath(f'{MANAGER_PATH}/session/{session_id}')), signature='so', variant_level=1),
+            dbus_interface='org.freedesktop.DBus.Properties')
     elif command == 'session-remove':
         (session_id,) = args
         manager(dbus.SystemBus()).RemoveObject(f'/org/freedesktop/login1/session/{session_id}', dbus_interface=MOCK)
