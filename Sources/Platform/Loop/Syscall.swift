@@ -59,9 +59,9 @@ package enum FileIO {
 
     /// Writes all of `text` to a blocking descriptor.
     package static func writeAll(_ fd: Int32, _ text: String) throws(SystemError) {
-        let bytes = Array(text.utf8)
-        let failure: SystemError? = bytes.withUnsafeBytes { raw in
-            do { try writeAll(fd, raw) } catch { return (error as? SystemError) ?? SystemError("write", EIO) }
+        var text = text
+        let failure: SystemError? = text.withUTF8 { utf8 in
+            do throws(SystemError) { try writeAll(fd, UnsafeRawBufferPointer(utf8)) } catch { return error }
             return nil
         }
         if let failure { throw failure }
