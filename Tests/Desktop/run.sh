@@ -940,11 +940,13 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
         menv=$(unit show-environment 2>/dev/null | grep -E '^DISPLAY=' | tr '\n' ' ' | sed 's/ $//')
         restart_agent
         p=$(unit show -p MainPID --value xidlelock.service)
-        d=$(R sh -c "tr '\0' '\n' </proc/$p/environ | sed -n 's/^DISPLAY=//p'" 2>/dev/null)
+        # The display it watches is the one its status names (it follows logind's display
+        # session by setenv; /proc/PID/environ keeps the environment it was started with).
         st=$(status_json)
+        d=$(jget session.display <<<"$st")
         check "(l) the unit's agent started again beside the remote sessions answers for the local one" \
             $([ "$(unit is-active xidlelock.service)" = active ] && { [ "$d" = :0 ] || [ "$d" = :0.0 ]; } && [ "$(jget session.id <<<"$st")" = "$SID" ]; echo $?) \
-            "alice's user manager's ${menv:-DISPLAY unset}; after systemctl --user restart xidlelock.service: the unit $(unit is-active xidlelock.service), its agent pid ${p:-none} on DISPLAY=${d:-?}; on :0 the agent's status names session $(jget session.id <<<"$st") (the local one is $SID)"
+            "alice's user manager's ${menv:-DISPLAY unset}; after systemctl --user restart xidlelock.service: the unit $(unit is-active xidlelock.service), its agent pid ${p:-none}; on :0 the agent's status names session $(jget session.id <<<"$st") on ${d:-?} (the local one is $SID on :0)"
         [ "$p" = 0 ] || [ -z "$p" ] || R journalctl -b --no-pager -o cat _SYSTEMD_USER_UNIT=xidlelock.service _PID="$p" | head -4 | cut -c1-200 | sed 's/^/      unit agent: /' | tee -a "$RESULTS"
     else
         l_fail_all "alice's three sessions at once, each agent answering for its own" "holds" "unlocks"
