@@ -444,3 +444,120 @@ extension SessionsOfOneUserTests {
         }
     }
 }
+
+extension TwoSessions {
+    /// Every question of the shared services asked on one connection from `session`, as
+    /// JSON: `active`, `active_time`, `idle_time` (org.freedesktop.ScreenSaver), `has_inhibit`
+    /// (PowerManagement), `is_inhibited` (the session manager, idle flag); each a value or
+    /// "error: NAME: message".
+    func questions(_ session: String) async throws -> [String: Any] {
+        let script = """
+        import dbus, json
+        bus = dbus.SessionBus()
+        def call(name, path, interface, method, *args):
+            try:
+                v = getattr(bus.get_object(name, path, introspect=False), method)(*args, dbus_interface=interface)
+                return bool(v) if isinstance(v, dbus.Boolean) else int(v)
+            except dbus.exceptions.DBusException as e:
+                return 'error: %s: %s' % (e.get_dbus_name(), e.get_dbus_message())
+        ss = ('org.freedesktop.ScreenSaver', '/org/freedesktop/ScreenSaver', 'org.freedesktop.ScreenSaver')
+        pm = ('org.freedesktop.PowerManagement', '/org/freedesktop/PowerManagement/Inhibit', 'org.freedesktop.PowerManagement.Inhibit')
+        sm = ('org.gnome.SessionManager', '/org/gnome/SessionManager', 'org.gnome.SessionManager')
+        print(json.dumps({'active': call(*ss, 'GetActive'), 'active_time': call(*ss, 'GetActiveTime'),
+                          'idle_time': call(*ss, 'GetSessionIdleTime'), 'has_inhibit': call(*pm, 'HasInhibit'),
+                          'is_inhibited': call(*sm, 'IsInhibited', dbus.UInt32(8))}))
+        """
+        let result = try await s.run(systemPython, ["-c", script], environment: environment(session))
+        return try #require(jsonObject(result.stdout), "the questions from \(session): \(result.stdout)\(result.stderr)")
+    }
+
+}
+
+extension SessionsOfOneUserTests {
+    // Issue #40, what was left: the questions.
+    @Test("GetActive, GetActiveTime, GetSessionIdleTime, HasInhibit and IsInhibited answer for the caller's session, whichever agent owns the names; a session with no agent is refused by name; a stopped agent of the other session costs its caller a bounded wait, never the owner's loop")
+    func questionsAnsweredForTheCallersSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let owner = try await t.startAgent(first, ["--lock-after", "1h", "--locker", Script.locker, "--session-manager-service"])
+            try await owner.waitForLog(containing: "serving org.gnome.SessionManager")
+            try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            let second = try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.grabbingLocker(unlock: "unlock-\(other)"),
+                                                        "--session-manager-service"])
+            try await second.waitForLog(containing: "org.gnome.SessionManager is ")
+
+            // The second session: a film held through PowerManagement and the session manager, and its screen locked.
+            _ = try t.s.startBackground(systemPython, [busScript, "pm-inhibit", "org.freedesktop.PowerManagement", "vlc", "film", "--until", "stop-pm"],
+                                        output: "pm.out", environment: t.environment(other))
+            let sessionManagerHold = """
+            import dbus, os, time
+            o = dbus.SessionBus().get_object('org.gnome.SessionManager', '/org/gnome/SessionManager', introspect=False)
+            print(int(o.Inhibit('totem', dbus.UInt32(0), 'film', dbus.UInt32(8), dbus_interface='org.gnome.SessionManager')), flush=True)
+            while not os.path.exists('stop-sm'): time.sleep(0.05)
+            """
+            _ = try t.s.startBackground(systemPython, ["-c", sessionManagerHold], output: "sm.out", environment: t.environment(other))
+            try await t.s.waitUntil("both holds in the second session") { try await t.inhibitors(other).count == 2 }
+            #expect(try await t.client(other, "lock").exit == .exited(0))
+            try await t.s.waitUntil("the second session's locker to cover its screen") {
+                (try await t.status(other)["locker"] as? [String: Any])?["covers_screen"] as? Bool == true
+            }
+            // Idle times apart: the second session idle for 3 s at least, the owner's just touched.
+            try await t.s.waitUntil("the second session idle for 3 s", every: .milliseconds(200)) {
+                try await t.status(other)["idle_ms"] as? Int ?? 0 >= 3000
+            }
+            try await t.s.x("xdotool", "mousemove_relative", "1", "1")
+
+            let asked = try await t.questions(other)
+            #expect(asked["active"] as? Bool == true, "GetActive from the locked session: \(asked)\n\(owner.log)")
+            #expect(asked["active_time"] as? Int ?? -1 >= 1, "GetActiveTime from the locked session: \(asked)")
+            #expect(asked["idle_time"] as? Int ?? -1 >= 2, "GetSessionIdleTime from the session idle for 3 s: \(asked)")
+            #expect(asked["has_inhibit"] as? Bool == true, "HasInhibit from the session with a PowerManagement hold: \(asked)")
+            #expect(asked["is_inhibited"] as? Bool == true, "IsInhibited(idle) from the session with a session-manager hold: \(asked)")
+
+            // The owner's own session: as ever, its own screen and holds.
+            let own = try await t.questions(first)
+            #expect(own["active"] as? Bool == false && own["active_time"] as? Int == 0 && own["has_inhibit"] as? Bool == false
+                    && own["is_inhibited"] as? Bool == false && own["idle_time"] as? Int ?? 99 < 2, "\(own)")
+
+            // A session of the user with no agent: refused, naming it.
+            try await t.s.bus("session-add", "c5", String(getuid()), "someone", ":77")
+            let lonely = try await t.questions("c5")
+            for key in ["active", "active_time", "idle_time", "has_inhibit", "is_inhibited"] {
+                let answer = lonely[key] as? String ?? ""
+                #expect(answer.contains("org.freedesktop.DBus.Error.AccessDenied") && answer.contains("session c5")
+                        && answer.contains("no xidlelock agent answers"), "\(key): \(lonely)")
+            }
+
+            // What asking the other session's agent costs the caller: GetActive, 20 times.
+            let timing = """
+            import dbus, time
+            o = dbus.SessionBus().get_object('org.freedesktop.ScreenSaver', '/org/freedesktop/ScreenSaver', introspect=False)
+            times = []
+            for k in range(20):
+                t0 = time.monotonic(); o.GetActive(dbus_interface='org.freedesktop.ScreenSaver'); times.append(time.monotonic() - t0)
+            times.sort(); print('%.2f %.2f %.2f' % (times[0] * 1000, times[10] * 1000, times[-1] * 1000))
+            """
+            for session in [first, other] {
+                let measured = try await t.s.run(systemPython, ["-c", timing], environment: t.environment(session))
+                print("figure: GetActive answered in ms (min, median, max of 20) for a caller of \(session == first ? "the owner's session, answered there" : "the other session, from its agent's status"): \(measured.stdout.trimmingCharacters(in: .whitespacesAndNewlines))\(measured.stderr)")
+            }
+
+            // The second session's agent stopped: its caller is refused after the bound,
+            // and the owner answers its own socket meanwhile.
+            kill(second.process.processIdentifier, SIGSTOP)
+            let stalled = try t.s.startBackground(systemPython, ["-c", "import dbus; print(bool(dbus.SessionBus().get_object('org.freedesktop.ScreenSaver', '/org/freedesktop/ScreenSaver', introspect=False).GetActive(dbus_interface='org.freedesktop.ScreenSaver')))"],
+                                                  output: "stalled.out", environment: t.environment(other))
+            #expect(try await t.status(first)["state"] as? String == "active")
+            #expect(stalled.isRunning, "the stalled question was answered before the owner's status")
+            _ = try await stalled.waitForExit("GetActive from the session whose agent is stopped")
+            kill(second.process.processIdentifier, SIGCONT)
+            #expect(t.s.contents("stalled.out").contains("AccessDenied") && t.s.contents("stalled.out").contains("did not answer within 2s"),
+                    "\(t.s.contents("stalled.out"))")
+            #expect(try await t.questions(other)["active"] as? Bool == true)
+
+            t.s.touch("stop-pm")
+            t.s.touch("stop-sm")
+            t.s.touch("unlock-\(other)")
+        }
+    }
+}

@@ -56,20 +56,44 @@ final class HoldRouting {
     /// session: passed on to its agent as the socket's `lock`.
     func lock(_ call: BusCall, owner: HoldOwner, here: @escaping () -> BusReply) -> BusReply {
         routed(call, owner, here: here) { [weak self] session, socket, deferred in
-            guard let self else { return deferred.answer(.refused("the agent is stopping")) }
-            let peer = PeerHold(request: ControlRequest.lock.line)
-            peer.onAnswer = { [weak peer] answer in
-                peer?.close()
-                switch answer {
-                case .success: deferred.answer(.done)
-                case .failure(let why): deferred.answer(.refused("the caller runs in \(session), whose agent did not lock: \(why)"))
-                }
-            }
-            if let failure = peer.connect(to: socket) {
-                return deferred.answer(.refused("the caller runs in \(session), where no xidlelock agent answers (\(failure))"))
-            }
-            if !peer.isFinished { agent?.addSource(peer) }
+            self?.ask(ControlRequest.lock, of: session, at: socket, deferred, patience: PeerHold.patience) { _ in .done }
         }
+    }
+
+    /// A question about the screen (GetActive, GetActiveTime, GetSessionIdleTime,
+    /// HasInhibit, IsInhibited) is answered for the caller's session: here for this
+    /// session's callers, else from the `status` of that session's agent (`reply`
+    /// reads it; nil where the status lacks what it needs), within `queryPatience`.
+    func query(_ call: BusCall, owner: HoldOwner, here: @escaping () -> BusReply,
+               reply: @escaping (JSONValue) -> BusReply?) -> BusReply {
+        routed(call, owner, here: here) { [weak self] session, socket, deferred in
+            self?.ask(ControlRequest.status, of: session, at: socket, deferred, patience: Self.queryPatience) { status in
+                reply(status) ?? .refused("the caller runs in \(session), whose agent's status does not tell")
+            }
+        }
+    }
+
+    /// A question waits on another agent this long at most: its answer is a status
+    /// line of a loop that never blocks, and the caller waits for its reply meanwhile.
+    static let queryPatience = Millis.seconds(2)
+
+    /// Sends `request` to the agent of `session` on one connection of its own, and
+    /// answers the deferred call with what `answered` makes of its reply, or with why
+    /// there was none; the connection then closes.
+    private func ask(_ request: ControlRequest, of session: String, at socket: String, _ deferred: DeferredCall,
+                     patience: Millis, _ answered: @escaping (JSONValue) -> BusReply) {
+        let peer = PeerHold(request: request.line, patience: patience)
+        peer.onAnswer = { [weak peer] answer in
+            peer?.close()
+            switch answer {
+            case .success(let reply): deferred.answer(answered(reply))
+            case .failure(let why): deferred.answer(.refused("the caller runs in \(session), whose agent did not answer: \(why)"))
+            }
+        }
+        if let failure = peer.connect(to: socket) {
+            return deferred.answer(.refused("the caller runs in \(session), where no xidlelock agent answers (\(failure))"))
+        }
+        if !peer.isFinished { agent?.addSource(peer) }
     }
 
     /// SimulateUserActivity counts only from a caller of this agent's own session:
@@ -247,6 +271,7 @@ final class PeerHold: EventSource {
     private var output: [UInt8]
     private var input = LineBuffer(limit: 64 * 1024)
     private var answerDue: MonotonicInstant?
+    private let patience: Millis
     /// The other agent's id for the hold, once it took it: the caller's cookie.
     var cookie: UInt32?
     /// The other agent's reply (`ok`), or why there was none.
@@ -260,8 +285,9 @@ final class PeerHold: EventSource {
         let description: String
     }
 
-    init(request: String) {
+    init(request: String, patience: Millis = PeerHold.patience) {
         output = Array((request + "\n").utf8)
+        self.patience = patience
     }
 
     /// Connects without waiting and sends the request; why not, if it cannot.
@@ -279,7 +305,7 @@ final class PeerHold: EventSource {
             return "\(path) is served by uid \(uid), not by this user"
         }
         self.fd = fd
-        answerDue = SystemClock.now().monotonic + Self.patience
+        answerDue = SystemClock.now().monotonic + patience
         flush()
         return nil
     }
@@ -292,7 +318,7 @@ final class PeerHold: EventSource {
 
     func dispatch(_ events: PollEvents) {
         if events.isEmpty {
-            if let due = answerDue, SystemClock.now().monotonic >= due { end(refused: "it did not answer within \(Self.patience)") }
+            if let due = answerDue, SystemClock.now().monotonic >= due { end(refused: "it did not answer within \(patience)") }
             return
         }
         if events.contains(.writable) { flush() }
