@@ -561,3 +561,55 @@ extension SessionsOfOneUserTests {
         }
     }
 }
+
+extension SessionsOfOneUserTests {
+    // Issue #40, what was left: logind's idle inhibitors.
+    @Test("logind idle inhibitors (systemd-inhibit --what=idle) of one user's two sessions: each holds its own session's agent only; the other agent shows it not honoured, naming the session; its end ends the hold")
+    func idleInhibitorHoldsItsOwnSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let uid = String(getuid())
+            _ = try await t.startBothAgents()
+            func logind(_ held: [[String: Any]]) -> [String] {
+                held.filter { $0["source"] as? String == "logind" }.compactMap { $0["who"] as? String }
+            }
+            func refused(_ session: String) async throws -> [[String: Any]] {
+                try await t.status(session)["refused_holds"] as? [[String: Any]] ?? []
+            }
+
+            // An inhibitor held by a process of the second session.
+            let holder = try t.s.startBackground("sleep", ["600"], output: "holder-\(other).out", environment: t.environment(other))
+            try await t.s.bus("idle-inhibitor-add", "raid-check", "checking the array", uid, String(holder.processIdentifier))
+            try await t.s.bus("block-inhibited", "idle")
+            try await t.s.waitUntil("the second session's agent to hold it") { try await !logind(t.inhibitors(other)).isEmpty }
+            try await t.s.waitUntil("the owner's agent to hold or refuse it") {
+                let (held, notHeld) = (try await logind(t.inhibitors(first)), try await refused(first))
+                return !held.isEmpty || !notHeld.isEmpty
+            }
+            #expect(try await logind(t.inhibitors(first)).isEmpty, "the owner holds its session for the other session's systemd-inhibit")
+            let notHonoured = try await refused(first)
+            #expect(notHonoured.count == 1 && notHonoured.first?["source"] as? String == "logind"
+                    && notHonoured.first?["reason"] as? String == "it runs in logind session \(other), not in this agent's session \(first); --logind-inhibitors own",
+                    "\(notHonoured)")
+            let doctor = try await t.client(first, "doctor").stdout
+            #expect(doctor.contains("raid-check") && doctor.contains("it runs in logind session \(other)"), "\(doctor)")
+
+            // One of the owner's session: held there only.
+            let ownHolder = try t.s.startBackground("sleep", ["600"], output: "holder-\(first).out", environment: t.environment(first))
+            try await t.s.bus("idle-inhibitor-add", "backup", "copying", uid, String(ownHolder.processIdentifier))
+            try await t.s.bus("block-inhibited", "idle:sleep")
+            try await t.s.waitUntil("the owner's agent to hold its own") { try await !logind(t.inhibitors(first)).isEmpty }
+            try await t.s.waitUntil("the second agent to refuse the owner's session's") { try await refused(other).count == 1 }
+            let (heldOther, heldFirst) = (try await logind(t.inhibitors(other)), try await logind(t.inhibitors(first)))
+            #expect(heldOther.count == 1 && heldFirst.count == 1, "\(heldOther) \(heldFirst)")
+            #expect(try await refused(other).first?["reason"] as? String
+                    == "it runs in logind session \(first), not in this agent's session \(other); --logind-inhibitors own")
+
+            // Its end ends the hold.
+            try await t.s.bus("idle-inhibitor-remove", "raid-check")
+            try await t.s.bus("block-inhibited", "idle")
+            try await t.s.waitUntil("the second session's hold to end") { try await logind(t.inhibitors(other)).isEmpty }
+            #expect(try await logind(t.inhibitors(first)).count == 1)
+        }
+    }
+}

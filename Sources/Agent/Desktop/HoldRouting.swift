@@ -223,36 +223,53 @@ final class HoldRouting {
         for hold in passedOn.removeValue(forKey: owner) ?? [] { hold.close() }
     }
 
-    // MARK: Processes (MPRIS players): each agent counts only its own session's
+    // MARK: Processes (MPRIS players, logind's idle inhibitors): each agent counts only its own session's
 
-    /// Where each player's process runs: in this agent's session or not.
-    private var processes: [UInt32: Bool] = [:]
-    private var processesAsked: Set<UInt32> = []
+    /// Where a process runs, once logind said: its session, or nil where logind could not tell.
+    private var processes: [UInt32: String?] = [:]
+    /// What waits for logind's answer on each process asked.
+    private var processWaiters: [UInt32: [() -> Void]] = [:]
+    /// The processes each watcher follows now (`keepProcesses`).
+    private var processesKept: [String: Set<UInt32>] = [:]
+
+    /// The logind session process `pid` runs in: nil while logind is asked (`then` runs
+    /// once it answered), `.some(nil)` where logind cannot tell. A process in no session
+    /// (a user unit's) is the user's display session's, as logind's answer says.
+    func session(ofProcess pid: UInt32, then: @escaping () -> Void) -> String?? {
+        if let known = processes[pid] { return known }
+        guard processWaiters[pid] == nil else {
+            processWaiters[pid]?.append(then)
+            return nil
+        }
+        processWaiters[pid] = [then]
+        let asked = logind.askSession(ofProcess: pid) { [weak self] answer in
+            guard let self else { return }
+            switch answer {
+            case .success(let facts): processes[pid] = facts.guarded.id.isEmpty ? String?.none : facts.guarded.id
+            case .failure: processes[pid] = String?.none
+            }
+            for waiter in processWaiters.removeValue(forKey: pid) ?? [] { waiter() }
+        }
+        guard asked else {
+            processWaiters[pid] = nil
+            return String?.none
+        }
+        return processes[pid]
+    }
 
     /// Whether process `pid` runs in this agent's session: nil while logind is asked
     /// (`then` runs once it answered), true where logind cannot tell (as before
     /// sessions were told apart).
     func inOwnSession(pid: UInt32, then: @escaping () -> Void) -> Bool? {
-        if let known = processes[pid] { return known }
-        guard !processesAsked.contains(pid) else { return nil }
-        let asked = logind.askSession(ofProcess: pid) { [weak self] answer in
-            guard let self else { return }
-            processesAsked.remove(pid)
-            switch answer {
-            case .success(let facts): processes[pid] = facts.guarded.id == ownSession || facts.guarded.id.isEmpty
-            case .failure: processes[pid] = true
-            }
-            then()
-        }
-        guard asked else { return true }
-        processesAsked.insert(pid)
-        return nil
+        session(ofProcess: pid, then: then).map { $0 == nil || $0 == ownSession }
     }
 
-    /// Forgets the processes but these (the players on the bus now): what is
-    /// remembered stays bounded.
-    func keepProcesses(_ pids: Set<UInt32>) {
-        processes = processes.filter { pids.contains($0.key) }
+    /// Forgets the processes no watcher follows (each says its own: the players on the
+    /// bus, logind's inhibitors listed): what is remembered stays bounded.
+    func keepProcesses(_ pids: Set<UInt32>, for watcher: String) {
+        processesKept[watcher] = pids
+        let kept = processesKept.values.reduce(into: Set<UInt32>()) { $0.formUnion($1) }
+        processes = processes.filter { kept.contains($0.key) }
     }
 
     /// For status: the holds passed on now, each with the session it holds.

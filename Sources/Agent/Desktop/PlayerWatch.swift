@@ -94,7 +94,7 @@ final class PlayerWatch: EventSource {
         // The players of every session of this user share the bus: only this session's
         // hold it (logind's word on each player's process; one not placed yet holds
         // nothing until it is, a few milliseconds).
-        agent?.holdRouting?.keepProcesses(Set(players.compactMap(\.pid)))
+        agent?.holdRouting?.keepProcesses(Set(players.compactMap(\.pid)), for: "players")
         let claims = MediaPlayers.holds(players.filter { player in
             guard let routing = agent?.holdRouting, let pid = player.pid else { return true }
             return routing.inOwnSession(pid: pid) { [weak self] in
