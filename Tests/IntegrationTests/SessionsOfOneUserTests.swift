@@ -73,8 +73,8 @@ final class TwoSessions {
 
     /// The agent of `session`, on its default socket (the runtime directory's, named after
     /// its display); waits until it answers.
-    func startAgent(_ session: String, _ arguments: [String]) async throws -> AgentProcess {
-        let agent = try s.startAgent(arguments, environment: environment(session))
+    func startAgent(_ session: String, _ arguments: [String], environment more: [String: String?] = [:]) async throws -> AgentProcess {
+        let agent = try s.startAgent(arguments, environment: environment(session).merging(more) { $1 })
         try await waitUntil("the agent of \(session) to answer", context: { agent.log }) {
             guard agent.process.isRunning else { throw AgentExited(waitingFor: "its socket", exit: Exit(agent.process), log: agent.log) }
             return (try? await self.client(session, "status").exit) == .exited(0)
@@ -610,6 +610,44 @@ extension SessionsOfOneUserTests {
             try await t.s.bus("block-inhibited", "idle")
             try await t.s.waitUntil("the second session's hold to end") { try await logind(t.inhibitors(other)).isEmpty }
             #expect(try await logind(t.inhibitors(first)).count == 1)
+        }
+    }
+}
+
+extension SessionsOfOneUserTests {
+    // Issue #40, what was left: --not-when-audio.
+    @Test("--not-when-audio with two sessions of one user and their one sound server: a stream playing in one session holds that session's agent only (the stream's application.process.id placed by logind)")
+    func audioHoldsItsOwnSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let pulse = try PulseServer(in: t.s)
+            try await pulse.start()
+            var agents: [String: AgentProcess] = [:]
+            for session in [first, other] {
+                agents[session] = try await t.startAgent(session, ["--lock-after", "1h", "--locker", Script.locker, "--not-when-audio"],
+                                                         environment: pulse.environment)
+                try await agents[session]!.waitForLog(containing: "following the sound server")
+            }
+            func audio(_ session: String) async throws -> [String] {
+                try await t.inhibitors(session).filter { $0["source"] as? String == "audio" }.compactMap { $0["who"] as? String }
+            }
+
+            // A player in the second session: its agent holds, the first's does not.
+            let player = try await Player("FilmOfC4", on: pulse, in: t.s, environment: t.environment(other))
+            try await agents[other]!.waitForLog(containing: "inhibited by FilmOfC4 (pid \(player.pid)) while it plays")
+            // A player in the first session, started after: once the first agent holds it, it
+            // has placed the second's stream too (logind answers in order).
+            let own = try await Player("MusicOfC3", on: pulse, in: t.s, environment: t.environment(first))
+            try await agents[first]!.waitForLog(containing: "inhibited by MusicOfC3 (pid \(own.pid)) while it plays")
+            let (heldFirst, heldOther) = (try await audio(first), try await audio(other))
+            #expect(heldFirst == ["MusicOfC3 (pid \(own.pid))"], "the first session's agent: \(heldFirst)\n\(agents[first]!.log)")
+            #expect(heldOther == ["FilmOfC4 (pid \(player.pid))"], "the second session's agent: \(heldOther)\n\(agents[other]!.log)")
+
+            // Its end ends the hold there; the other session's stays.
+            try await player.send("stop")
+            try await t.s.waitUntil("the second session's audio hold to end") { try await audio(other).isEmpty }
+            #expect(try await audio(first) == ["MusicOfC3 (pid \(own.pid))"])
+            try await own.send("stop")
         }
     }
 }

@@ -264,6 +264,15 @@ final class HoldRouting {
         session(ofProcess: pid, then: then).map { $0 == nil || $0 == ownSession }
     }
 
+    /// Of `items` (MPRIS players, sound streams), those whose process runs in this
+    /// agent's session: one with no pid known, or where logind cannot tell, counts (as
+    /// before sessions were told apart); one not placed yet does not until it is
+    /// (`again` runs then, milliseconds later). Their processes are `watcher`'s to keep.
+    func inOwnSession<Item>(_ items: [Item], pid: (Item) -> UInt32?, watcher: String, again: @escaping () -> Void) -> [Item] {
+        keepProcesses(Set(items.compactMap(pid)), for: watcher)
+        return items.filter { item in pid(item).map { inOwnSession(pid: $0, then: again) ?? false } ?? true }
+    }
+
     /// Forgets the processes no watcher follows (each says its own: the players on the
     /// bus, logind's inhibitors listed): what is remembered stays bounded.
     func keepProcesses(_ pids: Set<UInt32>, for watcher: String) {
