@@ -30,13 +30,17 @@ public struct HoldClaim: Equatable, Sendable {
     public var span: Millis?
     /// The user the hold belongs to, where the source tells (logind's inhibitors).
     public var uid: UInt32?
+    /// The logind session its holder runs in, where logind told (logind's inhibitors,
+    /// placed by their pid); nil where it could not.
+    public var session: String?
 
-    public init(key: String, who: String, why: String, span: Millis? = nil, uid: UInt32? = nil) {
+    public init(key: String, who: String, why: String, span: Millis? = nil, uid: UInt32? = nil, session: String? = nil) {
         self.key = key
         self.who = who
         self.why = why
         self.span = span
         self.uid = uid
+        self.session = session
     }
 }
 
@@ -231,7 +235,11 @@ extension IdleMachine {
         if owner.source == .logind, let uid = claim.uid {
             switch config.logindInhibitors {
             case .all: break
-            case .own where uid == config.userID: break
+            // One user's sessions each have an agent: a `systemd-inhibit` of one holds that one.
+            case .own where uid == config.userID:
+                if let session = claim.session, let own = config.session, own.fromLogind, session != own.id {
+                    return "it runs in logind session \(session), not in this agent's session \(own.id); --logind-inhibitors own"
+                }
             case .own: return "it belongs to another user (uid \(uid)); --logind-inhibitors own"
             case .none: return "--logind-inhibitors none"
             }

@@ -24,6 +24,8 @@ extension IdleMachine {
             ("next_stage_in_ms", optional(due)),
             ("locker_pid", lockerPid.map { .number(Double($0)) } ?? .null),
             ("locker", lockerFields(at: now, pid: lockerPid)),
+            // Since the lock began, across the locker's retries (ScreenSaver's GetActiveTime).
+            ("locked_ms", optional(supervisor.lockedSince.map { now.boottime - $0 })),
             ("last_locker_failure", supervisor.lastFailure.map { failure in
                 .object([
                     ("kind", .string(failure.kind)),

@@ -214,6 +214,25 @@ struct HoldGateTests {
         #expect(again.logs(.warning).isEmpty)
     }
 
+    @Test("logind's idle inhibitors of the user's other session are refused by name; its own session's, and those logind could not place, hold")
+    func logindOwnSessionOnly() {
+        var config = Self.config()
+        config.userID = 1000
+        config.session = AgentSession.reconcile(logind: .init(id: "c3", display: ":0", type: "x11", seat: "seat0")) { _ in nil }
+        var s = Story(config)
+        let elsewhere = HoldClaim(key: "raid|check|1000|77", who: "raid (pid 77, uid 1000, logind)", why: "check", uid: 1000, session: "c4")
+        let here = HoldClaim(key: "mpv|film|1000|88", who: "mpv (pid 88, uid 1000, logind)", why: "film", uid: 1000, session: "c3")
+        let unplaced = HoldClaim(key: "vlc|film|1000|99", who: "vlc (pid 99, uid 1000, logind)", why: "film", uid: 1000)
+        s.send(.holdsNow(HoldReport(HoldOwner(.logind), [elsewhere, here, unplaced])))
+        #expect(s.machine.inhibitors.map(\.who) == [here.who, unplaced.who])
+        #expect(s.machine.refusedHolds.map(\.reason) == ["it runs in logind session c4, not in this agent's session c3; --logind-inhibitors own"])
+        // --logind-inhibitors all: every session's.
+        config.logindInhibitors = .all
+        var all = Story(config)
+        all.send(.holdsNow(HoldReport(HoldOwner(.logind), [elsewhere, here])))
+        #expect(all.machine.inhibitors.count == 2)
+    }
+
     @Test("a lost source ends all its holds, whoever held them")
     func lostSource() {
         var s = Story(Self.config())

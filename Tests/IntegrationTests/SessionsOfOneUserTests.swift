@@ -73,8 +73,8 @@ final class TwoSessions {
 
     /// The agent of `session`, on its default socket (the runtime directory's, named after
     /// its display); waits until it answers.
-    func startAgent(_ session: String, _ arguments: [String]) async throws -> AgentProcess {
-        let agent = try s.startAgent(arguments, environment: environment(session))
+    func startAgent(_ session: String, _ arguments: [String], environment more: [String: String?] = [:]) async throws -> AgentProcess {
+        let agent = try s.startAgent(arguments, environment: environment(session).merging(more) { $1 })
         try await waitUntil("the agent of \(session) to answer", context: { agent.log }) {
             guard agent.process.isRunning else { throw AgentExited(waitingFor: "its socket", exit: Exit(agent.process), log: agent.log) }
             return (try? await self.client(session, "status").exit) == .exited(0)
@@ -466,6 +466,213 @@ extension SessionsOfOneUserTests {
             #expect(activity.exit != .exited(0) && activity.stderr.contains("its activity is not this session's"), "\(activity.stderr)")
             let own = try await t.bus(first, "ss", "/org/freedesktop/ScreenSaver", "SimulateUserActivity")
             #expect(own.exit == .exited(0), "\(own.stderr)")
+        }
+    }
+}
+
+extension TwoSessions {
+    /// Every question of the shared services asked on one connection from `session`, as
+    /// JSON: `active`, `active_time`, `idle_time` (org.freedesktop.ScreenSaver), `has_inhibit`
+    /// (PowerManagement), `is_inhibited` (the session manager, idle flag); each a value or
+    /// "error: NAME: message".
+    func questions(_ session: String) async throws -> [String: Any] {
+        let script = """
+        import dbus, json
+        bus = dbus.SessionBus()
+        def call(name, path, interface, method, *args):
+            try:
+                v = getattr(bus.get_object(name, path, introspect=False), method)(*args, dbus_interface=interface)
+                return bool(v) if isinstance(v, dbus.Boolean) else int(v)
+            except dbus.exceptions.DBusException as e:
+                return 'error: %s: %s' % (e.get_dbus_name(), e.get_dbus_message())
+        ss = ('org.freedesktop.ScreenSaver', '/org/freedesktop/ScreenSaver', 'org.freedesktop.ScreenSaver')
+        pm = ('org.freedesktop.PowerManagement', '/org/freedesktop/PowerManagement/Inhibit', 'org.freedesktop.PowerManagement.Inhibit')
+        sm = ('org.gnome.SessionManager', '/org/gnome/SessionManager', 'org.gnome.SessionManager')
+        print(json.dumps({'active': call(*ss, 'GetActive'), 'active_time': call(*ss, 'GetActiveTime'),
+                          'idle_time': call(*ss, 'GetSessionIdleTime'), 'has_inhibit': call(*pm, 'HasInhibit'),
+                          'is_inhibited': call(*sm, 'IsInhibited', dbus.UInt32(8))}))
+        """
+        let result = try await s.run(systemPython, ["-c", script], environment: environment(session))
+        return try #require(jsonObject(result.stdout), "the questions from \(session): \(result.stdout)\(result.stderr)")
+    }
+
+}
+
+extension SessionsOfOneUserTests {
+    // Issue #40, what was left: the questions.
+    @Test("GetActive, GetActiveTime, GetSessionIdleTime, HasInhibit and IsInhibited answer for the caller's session, whichever agent owns the names; a session with no agent is refused by name; a stopped agent of the other session costs its caller a bounded wait, never the owner's loop")
+    func questionsAnsweredForTheCallersSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let owner = try await t.startAgent(first, ["--lock-after", "1h", "--locker", Script.locker, "--session-manager-service"])
+            try await owner.waitForLog(containing: "serving org.gnome.SessionManager")
+            try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            let second = try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.grabbingLocker(unlock: "unlock-\(other)"),
+                                                        "--session-manager-service"])
+            try await second.waitForLog(containing: "org.gnome.SessionManager is ")
+
+            // The second session: a film held through PowerManagement and the session manager, and its screen locked.
+            _ = try t.s.startBackground(systemPython, [busScript, "pm-inhibit", "org.freedesktop.PowerManagement", "vlc", "film", "--until", "stop-pm"],
+                                        output: "pm.out", environment: t.environment(other))
+            let sessionManagerHold = """
+            import dbus, os, time
+            o = dbus.SessionBus().get_object('org.gnome.SessionManager', '/org/gnome/SessionManager', introspect=False)
+            print(int(o.Inhibit('totem', dbus.UInt32(0), 'film', dbus.UInt32(8), dbus_interface='org.gnome.SessionManager')), flush=True)
+            while not os.path.exists('stop-sm'): time.sleep(0.05)
+            """
+            _ = try t.s.startBackground(systemPython, ["-c", sessionManagerHold], output: "sm.out", environment: t.environment(other))
+            try await t.s.waitUntil("both holds in the second session") { try await t.inhibitors(other).count == 2 }
+            #expect(try await t.client(other, "lock").exit == .exited(0))
+            try await t.s.waitUntil("the second session's locker to cover its screen") {
+                (try await t.status(other)["locker"] as? [String: Any])?["covers_screen"] as? Bool == true
+            }
+            // Idle times apart: the second session idle for 3 s at least, the owner's just touched.
+            try await t.s.waitUntil("the second session idle for 3 s", every: .milliseconds(200)) {
+                try await t.status(other)["idle_ms"] as? Int ?? 0 >= 3000
+            }
+            try await t.s.x("xdotool", "mousemove_relative", "1", "1")
+
+            let asked = try await t.questions(other)
+            #expect(asked["active"] as? Bool == true, "GetActive from the locked session: \(asked)\n\(owner.log)")
+            #expect(asked["active_time"] as? Int ?? -1 >= 1, "GetActiveTime from the locked session: \(asked)")
+            #expect(asked["idle_time"] as? Int ?? -1 >= 2, "GetSessionIdleTime from the session idle for 3 s: \(asked)")
+            #expect(asked["has_inhibit"] as? Bool == true, "HasInhibit from the session with a PowerManagement hold: \(asked)")
+            #expect(asked["is_inhibited"] as? Bool == true, "IsInhibited(idle) from the session with a session-manager hold: \(asked)")
+
+            // The owner's own session: as ever, its own screen and holds.
+            let own = try await t.questions(first)
+            #expect(own["active"] as? Bool == false && own["active_time"] as? Int == 0 && own["has_inhibit"] as? Bool == false
+                    && own["is_inhibited"] as? Bool == false && own["idle_time"] as? Int ?? 99 < 2, "\(own)")
+
+            // A session of the user with no agent: refused, naming it.
+            try await t.s.bus("session-add", "c5", String(getuid()), "someone", ":77")
+            let lonely = try await t.questions("c5")
+            for key in ["active", "active_time", "idle_time", "has_inhibit", "is_inhibited"] {
+                let answer = lonely[key] as? String ?? ""
+                #expect(answer.contains("org.freedesktop.DBus.Error.AccessDenied") && answer.contains("session c5")
+                        && answer.contains("no xidlelock agent answers"), "\(key): \(lonely)")
+            }
+
+            // What asking the other session's agent costs the caller: GetActive, 20 times.
+            let timing = """
+            import dbus, time
+            o = dbus.SessionBus().get_object('org.freedesktop.ScreenSaver', '/org/freedesktop/ScreenSaver', introspect=False)
+            times = []
+            for k in range(20):
+                t0 = time.monotonic(); o.GetActive(dbus_interface='org.freedesktop.ScreenSaver'); times.append(time.monotonic() - t0)
+            times.sort(); print('%.2f %.2f %.2f' % (times[0] * 1000, times[10] * 1000, times[-1] * 1000))
+            """
+            for session in [first, other] {
+                let measured = try await t.s.run(systemPython, ["-c", timing], environment: t.environment(session))
+                print("figure: GetActive answered in ms (min, median, max of 20) for a caller of \(session == first ? "the owner's session, answered there" : "the other session, from its agent's status"): \(measured.stdout.trimmingCharacters(in: .whitespacesAndNewlines))\(measured.stderr)")
+            }
+
+            // The second session's agent stopped: its caller is refused after the bound,
+            // and the owner answers its own socket meanwhile.
+            kill(second.process.processIdentifier, SIGSTOP)
+            let stalled = try t.s.startBackground(systemPython, ["-c", "import dbus; print(bool(dbus.SessionBus().get_object('org.freedesktop.ScreenSaver', '/org/freedesktop/ScreenSaver', introspect=False).GetActive(dbus_interface='org.freedesktop.ScreenSaver')))"],
+                                                  output: "stalled.out", environment: t.environment(other))
+            #expect(try await t.status(first)["state"] as? String == "active")
+            #expect(stalled.isRunning, "the stalled question was answered before the owner's status")
+            _ = try await stalled.waitForExit("GetActive from the session whose agent is stopped")
+            kill(second.process.processIdentifier, SIGCONT)
+            #expect(t.s.contents("stalled.out").contains("AccessDenied") && t.s.contents("stalled.out").contains("did not answer within 2s"),
+                    "\(t.s.contents("stalled.out"))")
+            #expect(try await t.questions(other)["active"] as? Bool == true)
+
+            t.s.touch("stop-pm")
+            t.s.touch("stop-sm")
+            t.s.touch("unlock-\(other)")
+        }
+    }
+}
+
+extension SessionsOfOneUserTests {
+    // Issue #40, what was left: logind's idle inhibitors.
+    @Test("logind idle inhibitors (systemd-inhibit --what=idle) of one user's two sessions: each holds its own session's agent only; the other agent shows it not honoured, naming the session; its end ends the hold")
+    func idleInhibitorHoldsItsOwnSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let uid = String(getuid())
+            _ = try await t.startBothAgents()
+            func logind(_ held: [[String: Any]]) -> [String] {
+                held.filter { $0["source"] as? String == "logind" }.compactMap { $0["who"] as? String }
+            }
+            func refused(_ session: String) async throws -> [[String: Any]] {
+                try await t.status(session)["refused_holds"] as? [[String: Any]] ?? []
+            }
+
+            // An inhibitor held by a process of the second session.
+            let holder = try t.s.startBackground("sleep", ["600"], output: "holder-\(other).out", environment: t.environment(other))
+            try await t.s.bus("idle-inhibitor-add", "raid-check", "checking the array", uid, String(holder.processIdentifier))
+            try await t.s.bus("block-inhibited", "idle")
+            try await t.s.waitUntil("the second session's agent to hold it") { try await !logind(t.inhibitors(other)).isEmpty }
+            try await t.s.waitUntil("the owner's agent to hold or refuse it") {
+                let (held, notHeld) = (try await logind(t.inhibitors(first)), try await refused(first))
+                return !held.isEmpty || !notHeld.isEmpty
+            }
+            #expect(try await logind(t.inhibitors(first)).isEmpty, "the owner holds its session for the other session's systemd-inhibit")
+            let notHonoured = try await refused(first)
+            #expect(notHonoured.count == 1 && notHonoured.first?["source"] as? String == "logind"
+                    && notHonoured.first?["reason"] as? String == "it runs in logind session \(other), not in this agent's session \(first); --logind-inhibitors own",
+                    "\(notHonoured)")
+            let doctor = try await t.client(first, "doctor").stdout
+            #expect(doctor.contains("raid-check") && doctor.contains("it runs in logind session \(other)"), "\(doctor)")
+
+            // One of the owner's session: held there only.
+            let ownHolder = try t.s.startBackground("sleep", ["600"], output: "holder-\(first).out", environment: t.environment(first))
+            try await t.s.bus("idle-inhibitor-add", "backup", "copying", uid, String(ownHolder.processIdentifier))
+            try await t.s.bus("block-inhibited", "idle:sleep")
+            try await t.s.waitUntil("the owner's agent to hold its own") { try await !logind(t.inhibitors(first)).isEmpty }
+            try await t.s.waitUntil("the second agent to refuse the owner's session's") { try await refused(other).count == 1 }
+            let (heldOther, heldFirst) = (try await logind(t.inhibitors(other)), try await logind(t.inhibitors(first)))
+            #expect(heldOther.count == 1 && heldFirst.count == 1, "\(heldOther) \(heldFirst)")
+            #expect(try await refused(other).first?["reason"] as? String
+                    == "it runs in logind session \(first), not in this agent's session \(other); --logind-inhibitors own")
+
+            // Its end ends the hold.
+            try await t.s.bus("idle-inhibitor-remove", "raid-check")
+            try await t.s.bus("block-inhibited", "idle")
+            try await t.s.waitUntil("the second session's hold to end") { try await logind(t.inhibitors(other)).isEmpty }
+            #expect(try await logind(t.inhibitors(first)).count == 1)
+        }
+    }
+}
+
+extension SessionsOfOneUserTests {
+    // Issue #40, what was left: --not-when-audio.
+    @Test("--not-when-audio with two sessions of one user and their one sound server: a stream playing in one session holds that session's agent only (the stream's application.process.id placed by logind)")
+    func audioHoldsItsOwnSession() async throws {
+        try await TwoSessions.with { t in
+            let (first, other) = (TwoSessions.first, TwoSessions.other)
+            let pulse = try PulseServer(in: t.s)
+            try await pulse.start()
+            var agents: [String: AgentProcess] = [:]
+            for session in [first, other] {
+                agents[session] = try await t.startAgent(session, ["--lock-after", "1h", "--locker", Script.locker, "--not-when-audio"],
+                                                         environment: pulse.environment)
+                try await agents[session]!.waitForLog(containing: "following the sound server")
+            }
+            func audio(_ session: String) async throws -> [String] {
+                try await t.inhibitors(session).filter { $0["source"] as? String == "audio" }.compactMap { $0["who"] as? String }
+            }
+
+            // A player in the second session: its agent holds, the first's does not.
+            let player = try await Player("FilmOfC4", on: pulse, in: t.s, environment: t.environment(other))
+            try await agents[other]!.waitForLog(containing: "inhibited by FilmOfC4 (pid \(player.pid)) while it plays")
+            // A player in the first session, started after: once the first agent holds it, it
+            // has placed the second's stream too (logind answers in order).
+            let own = try await Player("MusicOfC3", on: pulse, in: t.s, environment: t.environment(first))
+            try await agents[first]!.waitForLog(containing: "inhibited by MusicOfC3 (pid \(own.pid)) while it plays")
+            let (heldFirst, heldOther) = (try await audio(first), try await audio(other))
+            #expect(heldFirst == ["MusicOfC3 (pid \(own.pid))"], "the first session's agent: \(heldFirst)\n\(agents[first]!.log)")
+            #expect(heldOther == ["FilmOfC4 (pid \(player.pid))"], "the second session's agent: \(heldOther)\n\(agents[other]!.log)")
+
+            // Its end ends the hold there; the other session's stays.
+            try await player.send("stop")
+            try await t.s.waitUntil("the second session's audio hold to end") { try await audio(other).isEmpty }
+            #expect(try await audio(first) == ["MusicOfC3 (pid \(own.pid))"])
+            try await own.send("stop")
         }
     }
 }

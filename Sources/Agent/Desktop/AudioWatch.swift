@@ -102,9 +102,20 @@ final class AudioWatch: EventSource {
         retryAt = SystemClock.now().monotonic + backoff.next()
     }
 
+    /// The streams the sound server reported last.
+    private var lastStreams: [AudioStream] = []
+
     private func streamsChanged(_ streams: [AudioStream]) {
         Log.debug("sound server: \(AudioStreams.summary(streams))")
-        reconcile(AudioStreams.playing(streams))
+        lastStreams = streams
+        // The user's sessions share one sound server: only this session's streams hold
+        // it (logind's word on each stream's application.process.id).
+        let audible = streams.filter(\.isAudible)
+        let ours = agent?.holdRouting?.inOwnSession(audible, pid: { $0.pid.flatMap { $0 > 0 ? UInt32($0) : nil } }, watcher: "audio") { [weak self] in
+            guard let self else { return }
+            streamsChanged(lastStreams)
+        } ?? audible
+        reconcile(AudioStreams.playing(ours))
     }
 
     /// One hold per playing application, reported whole: the machine admits the new

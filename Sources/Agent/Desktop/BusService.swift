@@ -260,6 +260,19 @@ struct BusHolds {
         return routing.inhibit(call, owner: owner, who: who, why: why, here: here)
     }
 
+    /// A question about the screen, answered for the caller's session: `here` in this
+    /// agent's, else from that session's agent's status (`HoldRouting.query`).
+    func query(_ call: BusCall, here: @escaping () -> BusReply, fromStatus: @escaping (JSONValue) -> BusReply?) -> BusReply {
+        guard let routing = agent?.holdRouting else { return here() }
+        return routing.query(call, owner: HoldOwner(source, call.sender), here: here, reply: fromStatus)
+    }
+
+    /// Whether this source holds the lock off, in a status (`inhibitors_by_source`
+    /// lists the sources that hold, with their counts).
+    func holds(in status: JSONValue) -> Bool? {
+        status["inhibitors_by_source"].map { ($0[source.rawValue]?.integer ?? 0) > 0 }
+    }
+
     func release(_ call: BusCall, cookie: UInt32) -> BusReply {
         let owner = HoldOwner(source, call.sender)
         if agent?.holdRouting?.release(owner, cookie: cookie) == true { return .done }

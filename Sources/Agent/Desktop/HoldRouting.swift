@@ -56,20 +56,44 @@ final class HoldRouting {
     /// session: passed on to its agent as the socket's `lock`.
     func lock(_ call: BusCall, owner: HoldOwner, here: @escaping () -> BusReply) -> BusReply {
         routed(call, owner, here: here) { [weak self] session, socket, deferred in
-            guard let self else { return deferred.answer(.refused("the agent is stopping")) }
-            let peer = PeerHold(request: ControlRequest.lock.line)
-            peer.onAnswer = { [weak peer] answer in
-                peer?.close()
-                switch answer {
-                case .success: deferred.answer(.done)
-                case .failure(let why): deferred.answer(.refused("the caller runs in \(session), whose agent did not lock: \(why)"))
-                }
-            }
-            if let failure = peer.connect(to: socket) {
-                return deferred.answer(.refused("the caller runs in \(session), where no xidlelock agent answers (\(failure))"))
-            }
-            if !peer.isFinished { agent?.addSource(peer) }
+            self?.ask(ControlRequest.lock, of: session, at: socket, deferred, patience: PeerHold.patience) { _ in .done }
         }
+    }
+
+    /// A question about the screen (GetActive, GetActiveTime, GetSessionIdleTime,
+    /// HasInhibit, IsInhibited) is answered for the caller's session: here for this
+    /// session's callers, else from the `status` of that session's agent (`reply`
+    /// reads it; nil where the status lacks what it needs), within `queryPatience`.
+    func query(_ call: BusCall, owner: HoldOwner, here: @escaping () -> BusReply,
+               reply: @escaping (JSONValue) -> BusReply?) -> BusReply {
+        routed(call, owner, here: here) { [weak self] session, socket, deferred in
+            self?.ask(ControlRequest.status, of: session, at: socket, deferred, patience: Self.queryPatience) { status in
+                reply(status) ?? .refused("the caller runs in \(session), whose agent's status does not tell")
+            }
+        }
+    }
+
+    /// A question waits on another agent this long at most: its answer is a status
+    /// line of a loop that never blocks, and the caller waits for its reply meanwhile.
+    static let queryPatience = Millis.seconds(2)
+
+    /// Sends `request` to the agent of `session` on one connection of its own, and
+    /// answers the deferred call with what `answered` makes of its reply, or with why
+    /// there was none; the connection then closes.
+    private func ask(_ request: ControlRequest, of session: String, at socket: String, _ deferred: DeferredCall,
+                     patience: Millis, _ answered: @escaping (JSONValue) -> BusReply) {
+        let peer = PeerHold(request: request.line, patience: patience)
+        peer.onAnswer = { [weak peer] answer in
+            peer?.close()
+            switch answer {
+            case .success(let reply): deferred.answer(answered(reply))
+            case .failure(let why): deferred.answer(.refused("the caller runs in \(session), whose agent did not answer: \(why)"))
+            }
+        }
+        if let failure = peer.connect(to: socket) {
+            return deferred.answer(.refused("the caller runs in \(session), where no xidlelock agent answers (\(failure))"))
+        }
+        if !peer.isFinished { agent?.addSource(peer) }
     }
 
     /// SimulateUserActivity counts only from a caller of this agent's own session:
@@ -199,36 +223,62 @@ final class HoldRouting {
         for hold in passedOn.removeValue(forKey: owner) ?? [] { hold.close() }
     }
 
-    // MARK: Processes (MPRIS players): each agent counts only its own session's
+    // MARK: Processes (MPRIS players, logind's idle inhibitors): each agent counts only its own session's
 
-    /// Where each player's process runs: in this agent's session or not.
-    private var processes: [UInt32: Bool] = [:]
-    private var processesAsked: Set<UInt32> = []
+    /// Where a process runs, once logind said: its session, or nil where logind could not tell.
+    private var processes: [UInt32: String?] = [:]
+    /// What waits for logind's answer on each process asked.
+    private var processWaiters: [UInt32: [() -> Void]] = [:]
+    /// The processes each watcher follows now (`keepProcesses`).
+    private var processesKept: [String: Set<UInt32>] = [:]
+
+    /// The logind session process `pid` runs in: nil while logind is asked (`then` runs
+    /// once it answered), `.some(nil)` where logind cannot tell. A process in no session
+    /// (a user unit's) is the user's display session's, as logind's answer says.
+    func session(ofProcess pid: UInt32, then: @escaping () -> Void) -> String?? {
+        if let known = processes[pid] { return known }
+        guard processWaiters[pid] == nil else {
+            processWaiters[pid]?.append(then)
+            return nil
+        }
+        processWaiters[pid] = [then]
+        let asked = logind.askSession(ofProcess: pid) { [weak self] answer in
+            guard let self else { return }
+            switch answer {
+            case .success(let facts): processes[pid] = facts.guarded.id.isEmpty ? String?.none : facts.guarded.id
+            case .failure: processes[pid] = String?.none
+            }
+            for waiter in processWaiters.removeValue(forKey: pid) ?? [] { waiter() }
+        }
+        guard asked else {
+            processWaiters[pid] = nil
+            return String?.none
+        }
+        return processes[pid]
+    }
 
     /// Whether process `pid` runs in this agent's session: nil while logind is asked
     /// (`then` runs once it answered), true where logind cannot tell (as before
     /// sessions were told apart).
     func inOwnSession(pid: UInt32, then: @escaping () -> Void) -> Bool? {
-        if let known = processes[pid] { return known }
-        guard !processesAsked.contains(pid) else { return nil }
-        let asked = logind.askSession(ofProcess: pid) { [weak self] answer in
-            guard let self else { return }
-            processesAsked.remove(pid)
-            switch answer {
-            case .success(let facts): processes[pid] = facts.guarded.id == ownSession || facts.guarded.id.isEmpty
-            case .failure: processes[pid] = true
-            }
-            then()
-        }
-        guard asked else { return true }
-        processesAsked.insert(pid)
-        return nil
+        session(ofProcess: pid, then: then).map { $0 == nil || $0 == ownSession }
     }
 
-    /// Forgets the processes but these (the players on the bus now): what is
-    /// remembered stays bounded.
-    func keepProcesses(_ pids: Set<UInt32>) {
-        processes = processes.filter { pids.contains($0.key) }
+    /// Of `items` (MPRIS players, sound streams), those whose process runs in this
+    /// agent's session: one with no pid known, or where logind cannot tell, counts (as
+    /// before sessions were told apart); one not placed yet does not until it is
+    /// (`again` runs then, milliseconds later). Their processes are `watcher`'s to keep.
+    func inOwnSession<Item>(_ items: [Item], pid: (Item) -> UInt32?, watcher: String, again: @escaping () -> Void) -> [Item] {
+        keepProcesses(Set(items.compactMap(pid)), for: watcher)
+        return items.filter { item in pid(item).map { inOwnSession(pid: $0, then: again) ?? false } ?? true }
+    }
+
+    /// Forgets the processes no watcher follows (each says its own: the players on the
+    /// bus, logind's inhibitors listed): what is remembered stays bounded.
+    func keepProcesses(_ pids: Set<UInt32>, for watcher: String) {
+        processesKept[watcher] = pids
+        let kept = processesKept.values.reduce(into: Set<UInt32>()) { $0.formUnion($1) }
+        processes = processes.filter { kept.contains($0.key) }
     }
 
     /// For status: the holds passed on now, each with the session it holds.
@@ -247,6 +297,7 @@ final class PeerHold: EventSource {
     private var output: [UInt8]
     private var input = LineBuffer(limit: 64 * 1024)
     private var answerDue: MonotonicInstant?
+    private let patience: Millis
     /// The other agent's id for the hold, once it took it: the caller's cookie.
     var cookie: UInt32?
     /// The other agent's reply (`ok`), or why there was none.
@@ -260,8 +311,9 @@ final class PeerHold: EventSource {
         let description: String
     }
 
-    init(request: String) {
+    init(request: String, patience: Millis = PeerHold.patience) {
         output = Array((request + "\n").utf8)
+        self.patience = patience
     }
 
     /// Connects without waiting and sends the request; why not, if it cannot.
@@ -279,7 +331,7 @@ final class PeerHold: EventSource {
             return "\(path) is served by uid \(uid), not by this user"
         }
         self.fd = fd
-        answerDue = SystemClock.now().monotonic + Self.patience
+        answerDue = SystemClock.now().monotonic + patience
         flush()
         return nil
     }
@@ -292,7 +344,7 @@ final class PeerHold: EventSource {
 
     func dispatch(_ events: PollEvents) {
         if events.isEmpty {
-            if let due = answerDue, SystemClock.now().monotonic >= due { end(refused: "it did not answer within \(Self.patience)") }
+            if let due = answerDue, SystemClock.now().monotonic >= due { end(refused: "it did not answer within \(patience)") }
             return
         }
         if events.contains(.writable) { flush() }

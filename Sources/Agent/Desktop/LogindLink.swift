@@ -25,8 +25,12 @@ final class LogindLink {
     private var sleepDelayAsked = false
     private(set) var sleepPending = false
     private var delayLimit = Millis.seconds(5)
-    /// logind's idle inhibitors as the answer to ListInhibitors tells them, while it comes.
-    private var listedIdleInhibitors: [HoldClaim] = []
+    /// logind's idle inhibitors as the answer to ListInhibitors tells them, while it
+    /// comes, each with its holder's pid.
+    private var listedIdleInhibitors: [(claim: HoldClaim, pid: UInt32)] = []
+    /// The listing whose holders' sessions are asked of logind: an answer of an
+    /// earlier one (replaced, or reported already) reports nothing.
+    private var listing = 0
     /// Signals that claimed to be logind's from another sender: dropped, counted, and
     /// logged at most once a minute.
     private(set) var forgedSignals = 0
@@ -258,20 +262,54 @@ final class LogindLink {
     fileprivate func idleInhibitor(who: String, why: String, uid: UInt32, pid: UInt32) {
         // Bounded: a listing is logind's, but its entries are anybody's words.
         guard listedIdleInhibitors.count < HoldLimits.total else { return }
-        listedIdleInhibitors.append(HoldClaim(key: "\(who)|\(why)|\(uid)|\(pid)",
-                                              who: ClientText.sanitized("\(who) (pid \(pid), uid \(uid), logind)"),
-                                              why: ClientText.sanitized(why), uid: uid))
+        listedIdleInhibitors.append((HoldClaim(key: "\(who)|\(why)|\(uid)|\(pid)",
+                                               who: ClientText.sanitized("\(who) (pid \(pid), uid \(uid), logind)"),
+                                               why: ClientText.sanitized(why), uid: uid), pid))
     }
 
-    /// Whose inhibitors count (`--logind-inhibitors`) is the machine's to decide.
+    /// Whose inhibitors count (`--logind-inhibitors`) is the machine's to decide. With
+    /// one user's sessions told apart (HoldRouting), each of the user's inhibitors is
+    /// reported with its holder's session, once logind has placed them all (a few
+    /// milliseconds; a newer listing replaces one still waiting).
     fileprivate func idleInhibitorsListed(error: Int32) {
-        defer { listedIdleInhibitors = [] }
+        let listed = listedIdleInhibitors
+        listedIdleInhibitors = []
+        listing &+= 1
         if error < 0 {
             Log.debug("cannot list logind's inhibitors: \(String(cString: strerror(-error)))")
             agent?.perform(.sourceReady(.logind))
             return
         }
-        agent?.request(.holdsNow(HoldReport(HoldOwner(.logind), listedIdleInhibitors)))
+        let own = listed.filter { $0.claim.uid == getuid() && $0.pid != 0 }
+        guard let routing = agent?.holdRouting, !own.isEmpty else { return reportIdleInhibitors(listed, listing) }
+        routing.keepProcesses(Set(own.map(\.pid)), for: "logind inhibitors")
+        let this = listing
+        for (_, pid) in own {
+            _ = routing.session(ofProcess: pid) { [weak self] in self?.reportIdleInhibitors(listed, this) }
+        }
+        reportIdleInhibitors(listed, this)
+    }
+
+    /// Reports listing `number` once every holder of this user is placed.
+    private func reportIdleInhibitors(_ listed: [(claim: HoldClaim, pid: UInt32)], _ number: Int) {
+        guard number == listing else { return }
+        var claims: [HoldClaim] = []
+        for (claim, pid) in listed {
+            guard let routing = agent?.holdRouting, claim.uid == getuid(), pid != 0 else {
+                claims.append(claim)
+                continue
+            }
+            // Each was asked above: logind's answer, or wait for it (at most one waiter
+            // more per answer, so at most one per holder).
+            guard let session = routing.session(ofProcess: pid, then: {}) else { return }
+            var placed = claim
+            placed.session = session
+            // Placed elsewhere later (a pid reused): a new hold for the gate to judge.
+            if let session { placed.key += "|\(session)" }
+            claims.append(placed)
+        }
+        listing &+= 1
+        agent?.request(.holdsNow(HoldReport(HoldOwner(.logind), claims)))
     }
 
     private func installCallbacks() {

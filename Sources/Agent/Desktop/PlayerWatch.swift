@@ -94,14 +94,11 @@ final class PlayerWatch: EventSource {
         // The players of every session of this user share the bus: only this session's
         // hold it (logind's word on each player's process; one not placed yet holds
         // nothing until it is, a few milliseconds).
-        agent?.holdRouting?.keepProcesses(Set(players.compactMap(\.pid)))
-        let claims = MediaPlayers.holds(players.filter { player in
-            guard let routing = agent?.holdRouting, let pid = player.pid else { return true }
-            return routing.inOwnSession(pid: pid) { [weak self] in
-                guard let self else { return }
-                playersChanged(lastPlayers)
-            } ?? false
-        })
+        let ours = agent?.holdRouting?.inOwnSession(players, pid: \.pid, watcher: "players") { [weak self] in
+            guard let self else { return }
+            playersChanged(lastPlayers)
+        } ?? players
+        let claims = MediaPlayers.holds(ours)
         guard claims != reported else { return }
         reported = claims
         agent?.request(.holdsNow(HoldReport(HoldOwner(.playing), claims)))

@@ -23,7 +23,10 @@ final class PowerManagementService: SessionService {
             methods: [
                 .init("Inhibit", takes: "ss", returns: "u", needsCaller: true) { holds.inhibit($0, app: $0.text(0), reason: $0.text(1)) },
                 .init("UnInhibit", takes: "u") { holds.release($0, cookie: $0.number(0)) },
-                .init("HasInhibit", returns: "b") { [weak agent] _ in .flag(agent?.holds(from: Self.source) == true) },
+                // The caller's session's holds, wherever the caller runs (HoldRouting).
+                .init("HasInhibit", returns: "b", needsCaller: true) { [weak agent] call in
+                    holds.query(call, here: { .flag(agent?.holds(from: Self.source) == true) }) { holds.holds(in: $0).map(BusReply.flag) }
+                },
             ],
             signals: [("HasInhibitChanged", "b")])
         bus.onCallerGone = holds.callerGone

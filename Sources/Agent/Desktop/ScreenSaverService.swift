@@ -39,16 +39,30 @@ final class ScreenSaverService: SessionService {
                     guard let routing = agent?.holdRouting else { return here() }
                     return routing.lock(call, owner: HoldOwner(Self.source, call.sender), here: here)
                 },
-                .init("GetActive", returns: "b") { [weak agent] _ in .flag(agent?.screenCovered == true) },
-                .init("GetActiveTime", returns: "u") { [weak agent] _ in
-                    .number(UInt32(clamping: (agent?.lockedFor ?? .zero).value / 1000))
+                // The caller's session's screen, wherever the caller runs (HoldRouting).
+                .init("GetActive", returns: "b", needsCaller: true) { [weak agent] call in
+                    holds.query(call, here: { .flag(agent?.screenCovered == true) }) { status in
+                        status["locker"].map { .flag($0["covers_screen"]?.bool == true) }
+                    }
                 },
-                .init("GetSessionIdleTime", returns: "u") { [weak agent] _ in
-                    .number(UInt32(clamping: (agent?.idleTime ?? .zero).value / 1000))
+                .init("GetActiveTime", returns: "u", needsCaller: true) { [weak agent] call in
+                    holds.query(call, here: { Self.seconds(agent?.lockedFor) }) { status in
+                        status["locked_ms"].map { Self.seconds($0.integer.map(Millis.init)) }
+                    }
+                },
+                .init("GetSessionIdleTime", returns: "u", needsCaller: true) { [weak agent] call in
+                    holds.query(call, here: { Self.seconds(agent?.idleTime) }) { status in
+                        status["idle_ms"]?.integer.map { Self.seconds(Millis($0)) }
+                    }
                 },
             ],
             signals: [("ActiveChanged", "b")])
         bus.onCallerGone = holds.callerGone
+    }
+
+    /// The protocol's times are whole seconds.
+    private static func seconds(_ time: Millis?) -> BusReply {
+        .number(UInt32(clamping: (time ?? .zero).value / 1000))
     }
 
     /// ActiveChanged when the screen is covered or unlocked.

@@ -33,8 +33,10 @@ final class SessionManagerService: SessionService {
                 // Inhibit(app_id, toplevel_xid, reason, flags)
                 .init("Inhibit", takes: "susu", returns: "u", needsCaller: true) { inhibit($0) },
                 .init("Uninhibit", takes: "u") { uninhibit($0) },
-                .init("IsInhibited", takes: "u", returns: "b") { [weak agent] call in
-                    .flag(call.number(0) & Self.idleFlag != 0 && agent?.holds(from: Self.source) == true)
+                // The caller's session's holds, wherever the caller runs (HoldRouting).
+                .init("IsInhibited", takes: "u", returns: "b", needsCaller: true) { [weak agent] call in
+                    guard call.number(0) & Self.idleFlag != 0 else { return .flag(false) }
+                    return holds.query(call, here: { .flag(agent?.holds(from: Self.source) == true) }) { holds.holds(in: $0).map(BusReply.flag) }
                 },
                 .init("RegisterClient", takes: "ss", returns: "o") { _ in .text(Self.clientPath) },
                 .init("UnregisterClient", takes: "o") { _ in .done },

@@ -88,10 +88,12 @@ final class Player {
     var pid: Int32 { process.processIdentifier }
 
     /// Starts it and returns once its stream plays (or, `corked`, is there paused).
-    init(_ name: String, on pulse: PulseServer, in sandbox: Sandbox, corked: Bool = false) async throws {
+    /// `environment`: more of it (the logind session a test marks its processes with).
+    init(_ name: String, on pulse: PulseServer, in sandbox: Sandbox, corked: Bool = false,
+         environment: [String: String?] = [:]) async throws {
         self.name = name
         script = try ToldScript(playerScript, name, corked ? ["--corked"] : [], files: "player-\(name)", in: sandbox,
-                                environment: pulse.environment)
+                                environment: pulse.environment.merging(environment) { $1 })
         let first = try await script.waitFor(corked ? "paused " : "playing ")
         index = String(first.split(separator: " ")[1])
     }

@@ -43,6 +43,12 @@ DBUS_SYSTEM_BUS_ADDRESS, the system one served by python3-dbusmock's logind temp
                                             manager GetSessionByPID: a pid belongs to the
                                             session named by MOCK_LOGIND_SESSION=ID in its own
                                             environment or its nearest ancestor's
+    bus.py idle-inhibitor-add WHO WHY UID PID
+                                            an idle inhibitor (block) in logind's ListInhibitors
+                                            with that holder's uid and pid, as systemd-inhibit
+                                            run by that process makes (the template's Inhibit
+                                            records uid 1000, pid 123456); no change signal
+    bus.py idle-inhibitor-remove WHO        the idle inhibitors of WHO gone from the listing
     bus.py terminated                       the sessions TerminateSession was called for so
                                             far, as a JSON array of ids, oldest first
 
@@ -219,6 +225,21 @@ for n in range(1, args[1] + 1):
         ['org.freedesktop.login1.Session', {'LockedHint': dbus.Boolean(False)}, dbus.Array([], signature='s')])
 self.connection.flush()
 time.sleep(args[2])
+"""
+
+
+# Run inside the mock, in dbusmock's own globals, where the template keeps its list of
+# inhibitors (`mockobject.inhibitors`).
+ADD_IDLE_INHIBITOR = """
+globals().setdefault('inhibitors', []).append(
+    ('idle', args[0], args[1], 'block', dbus.UInt32(args[2]), dbus.UInt32(args[3])))
+"""
+# (A loop, not a comprehension: exec's own locals, `args`, are not seen from one.)
+REMOVE_IDLE_INHIBITOR = """
+listed = globals().setdefault('inhibitors', [])
+for inhibitor in list(listed):
+    if inhibitor[1] == args[0]:
+        listed.remove(inhibitor)
 """
 
 
@@ -949,6 +970,15 @@ def main():
     elif command == 'terminated':
         calls = manager(dbus.SystemBus()).GetMethodCalls('TerminateSession', dbus_interface=MOCK)
         print(json.dumps([str(call[1][0]) for call in calls]))
+    elif command in ('idle-inhibitor-add', 'idle-inhibitor-remove'):
+        m = manager(dbus.SystemBus())
+        method = 'AddIdleInhibitor' if command == 'idle-inhibitor-add' else 'RemoveIdleInhibitor'
+        introspection = m.Introspect(dbus_interface='org.freedesktop.DBus.Introspectable')
+        if method not in introspection:
+            signature, code = ('ssuu', ADD_IDLE_INHIBITOR) if method == 'AddIdleInhibitor' else ('s', REMOVE_IDLE_INHIBITOR)
+            m.AddMethod(MANAGER, method, signature, '', code, dbus_interface=MOCK)
+        values = [args[0], args[1], dbus.UInt32(int(args[2])), dbus.UInt32(int(args[3]))] if method == 'AddIdleInhibitor' else [args[0]]
+        getattr(m, method)(*values, dbus_interface=MANAGER)
     elif command == 'block-inhibited':
         # The template's manager has no BlockInhibited: added on first use.
         m = manager(dbus.SystemBus())
