@@ -527,8 +527,11 @@ extension SessionsOfOneUserTests {
                 (try await t.status(other)["locker"] as? [String: Any])?["covers_screen"] as? Bool == true
             }
             // Idle times apart: the second session idle for 3 s at least, the owner's just touched.
-            try await t.s.waitUntil("the second session idle for 3 s", every: .milliseconds(200)) {
-                try await t.status(other)["idle_ms"] as? Int ?? 0 >= 3000
+            // Idle for 3 s and locked for over a second: on a loaded machine the session may
+            // have been idle that long before its lock.
+            try await t.s.waitUntil("the second session idle for 3 s and locked for 1.5 s", every: .milliseconds(200)) {
+                let status = try await t.status(other)
+                return status["idle_ms"] as? Int ?? 0 >= 3000 && status["locked_ms"] as? Int ?? 0 >= 1500
             }
             try await t.s.x("xdotool", "mousemove_relative", "1", "1")
 
