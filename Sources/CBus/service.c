@@ -358,13 +358,31 @@ int xil_call_fail(struct xil_call *call, const char *error, const char *message)
  * per caller and ask the bus, waiting, whether the name still exists: under a flood of
  * short-lived clients each wait let sd-bus queue everything that came meanwhile, and
  * the agent's memory grew with the queue. */
+static int owner_answered(sd_bus_message *reply, void *userdata, sd_bus_error *error);
+static void served(struct name_asked *asked, int result, uint32_t pid);
+
 static int name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     struct xil_service *s = userdata;
     const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
-    if (p_sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !new_owner || *new_owner) return 0;
-    struct caller *c = caller_find(s, name);
-    if (c) caller_gone(s, c);
+    if (p_sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !name || !new_owner) return 0;
+    if (!*new_owner) {
+        struct caller *c = caller_find(s, name);
+        if (c) caller_gone(s, c);
+        return 0;
+    }
+    /* A name of ours passed from one other program to the next in the queue (the
+     * owner's session ended, a third session's agent was queued ahead of this one):
+     * its new owner is said as at our request, so that its pass-ons are taken and the
+     * old owner's pid, which may be reused, no longer is. */
+    const char *own = NULL;
+    if (!s->bus || p_sd_bus_get_unique_name(s->bus, &own) < 0 || (own && strcmp(own, new_owner) == 0)) return 0;
+    for (int i = 0; i < s->name_count; i++) {
+        if (strcmp(s->names[i], name) != 0 || s->asked[i].owned) continue;
+        if (p_sd_bus_call_method_async(s->bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                       "GetConnectionUnixProcessID", owner_answered, &s->asked[i], "s", new_owner) < 0)
+            served(&s->asked[i], 0, 0);
+    }
     return 0;
 }
 

@@ -36,6 +36,8 @@ import Testing
 final class TwoSessions {
     let s: Sandbox
     let second: XvfbServer
+    /// Sessions added by `addSession`, each on an Xvfb of its own.
+    private var more: [String: XvfbServer] = [:]
     static let first = "c3", other = "c4"
     var runtime: String { s.path("runtime") }
 
@@ -57,14 +59,28 @@ final class TwoSessions {
                 try await s.bus("session-add", other, String(getuid()), name, second.display)
                 try await body(sessions)
             } catch {
-                await second.stop()
+                await sessions.stopServers()
                 throw error
             }
-            await second.stop()
+            await sessions.stopServers()
         }
     }
 
-    func display(_ session: String) -> String { session == Self.first ? s.display! : second.display }
+    private func stopServers() async {
+        await second.stop()
+        for server in more.values { await server.stop() }
+    }
+
+    /// Another session of this user (class user, not active) on an Xvfb of its own.
+    func addSession(_ session: String) async throws {
+        let directory = s.directory.appending(path: session)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let server = try await XvfbServer(in: directory)
+        more[session] = server
+        try await s.bus("session-add", session, String(getuid()), String(cString: getpwuid(getuid())!.pointee.pw_name), server.display)
+    }
+
+    func display(_ session: String) -> String { session == Self.first ? s.display! : more[session]?.display ?? second.display }
 
     /// What every process of `session` has in its environment.
     func environment(_ session: String) -> [String: String?] {
@@ -444,6 +460,31 @@ extension SessionsOfOneUserTests {
             #expect(orphan.exit != .exited(0) && orphan.stderr.contains("session \(first)"), "\(orphan.stderr)")
             t.s.touch("stop-before")
             t.s.touch("stop-after")
+        }
+    }
+}
+
+extension SessionsOfOneUserTests {
+    @Test("three sessions: when the owner's session ends and the names pass to the agent queued next, the third session's agent takes the new owner's pass-ons (the ended owner's pid no longer counts)")
+    func passOnFollowsTheNewOwner() async throws {
+        try await TwoSessions.with { t in
+            let (first, other, third) = (TwoSessions.first, TwoSessions.other, "c5")
+            try await t.addSession(third)
+            let owner = try await t.startAgent(first, ["--lock-after", "1h", "--locker", Script.locker])
+            try await owner.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            // Queued in this order: the second session's agent takes the names next.
+            let next = try await t.startAgent(other, ["--lock-after", "1h", "--locker", Script.locker])
+            try await next.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+            let last = try await t.startAgent(third, ["--lock-after", "1h", "--locker", Script.locker])
+            try await last.waitForLog(containing: "org.freedesktop.ScreenSaver is ")
+            owner.terminate()
+            _ = try await owner.waitForExit()
+            try await next.waitForLog(containing: "serving org.freedesktop.ScreenSaver")
+            let (_, played) = try await t.startPlayer(third, until: "stop-third")
+            try #require(Int(t.s.lines(played).first ?? "") != nil, "the third session's Inhibit: \(t.s.contents(played))\n\(last.log)")
+            try await t.s.waitUntil("the third session's hold, passed on by the new owner") { try await t.inhibitors(third).count == 1 }
+            #expect(try await t.inhibitors(other).isEmpty, "the new owner holds the third session's film itself")
+            t.s.touch("stop-third")
         }
     }
 }

@@ -23,8 +23,8 @@ extension Agent {
               let nameOwner = desktop.nameOwners[source] else {
             return refuse("this agent knows no other owner of the \(source.rawValue) service's name")
         }
-        guard nameOwner == UInt32(bitPattern: client.pid) else {
-            return refuse("only the program that owns \(service.source.row.what)'s name on the session bus (pid \(nameOwner)) may pass its holds on")
+        guard nameOwner.pid == UInt32(bitPattern: client.pid), ProcessStart.time(of: client.pid) == nameOwner.started else {
+            return refuse("only the program that owns \(service.source.row.what)'s name on the session bus (pid \(nameOwner.pid)) may pass its holds on")
         }
         let asked = desktop.logind.askSession(ofProcess: pid) { [weak self, weak client] answer in
             guard let self, let client, !client.isFinished else { return }

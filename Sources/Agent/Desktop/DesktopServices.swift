@@ -32,9 +32,11 @@ final class DesktopServices {
     /// Which session's agent holds what a caller asks of the services (several sessions
     /// of one user share the session bus); nil where logind did not name this agent's session.
     let routing: HoldRouting?
-    /// The pid of the program that owns each service's name where this agent does not
-    /// (another session's agent, or the desktop's own service): only it may pass holds on.
-    private(set) var nameOwners: [InhibitorSource: UInt32] = [:]
+    /// The program that owns each service's name where this agent does not (another
+    /// session's agent, or the desktop's own service), followed as the name passes on:
+    /// only it may pass holds on. Its start time names that one process even once its
+    /// pid is reused.
+    private(set) var nameOwners: [InhibitorSource: (pid: UInt32, started: String)] = [:]
     private let session: BusLink
     private let system: BusLink
     /// The services of holds served whenever the session bus is there.
@@ -116,7 +118,9 @@ final class DesktopServices {
     /// The bus's answer to our asking for a service's name.
     private func served(_ service: SessionService, _ name: String, _ r: Int32, owner: UInt32) {
         let source = type(of: service).source
-        if name == service.bus.name { nameOwners[source] = r == 0 && owner != 0 ? owner : nil }
+        if name == service.bus.name {
+            nameOwners[source] = r == 0 && owner != 0 ? ProcessStart.time(of: pid_t(owner)).map { (owner, $0) } : nil
+        }
         if r == 1 {
             nameStates[name] = "served"
             Log.write(.info, "serving \(name) on the session bus (\(source.row.what) can hold the lock off)")
