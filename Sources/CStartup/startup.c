@@ -37,3 +37,8 @@ char **_swift_stdlib_getUnsafeArgvArgc(int *outArgLen) {
 }
 
 void xil_startup_linked(void) {}
+
+char **xil_startup_arguments(int *argc) {
+    *argc = saved_argv ? saved_argc : 0;
+    return saved_argv ? saved_argv : no_arguments;
+}

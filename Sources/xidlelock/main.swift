@@ -8,7 +8,9 @@ import Platform
 // straight to the query, without building the argument list and the parser's tables
 // (their metadata and once-initialised globals were 28 of its 210 page faults at
 // start). The parser gives the same `.idle(.ms)` (InvocationTests).
-if CommandLine.argc == 2, let command = CommandLine.unsafeArgv[1], strcmp(command, "idle") == 0 {
+var argumentCount: Int32 = 0
+let arguments = xil_startup_arguments(&argumentCount)
+if argumentCount == 2, let command = arguments?[1], strcmp(command, "idle") == 0 {
     CommandMain.run("xidlelock") {
         try IdleQuery.run(.ms)
         return 0

@@ -232,6 +232,15 @@ struct CommandTests {
     func render(format: IdleFormat, milliseconds: Int64, text: String) {
         #expect(format.render(Millis(milliseconds)) == text)
     }
+
+    @Test("the printed line is the rendered text and a newline, in every format, at the edges of Int64 too",
+          arguments: IdleFormat.allCases)
+    func line(format: IdleFormat) {
+        for milliseconds: Int64 in [0, 7, 999, 1_000, 59_999, 3_723_999, 4_294_967_295, .max, -1, -1_500, .min] {
+            let line = format.withLine(Millis(milliseconds)) { String(decoding: $0, as: UTF8.self) }
+            #expect(line == format.render(Millis(milliseconds)) + "\n", "\(format) \(milliseconds)")
+        }
+    }
 }
 
 @Suite("Bad command lines: one line that names the flag")

@@ -9,7 +9,7 @@ import Platform
 public enum IdleQuery {
     public static func run(_ format: IdleFormat) throws(AgentError) {
         let idle = try serverIdle()
-        _ = try? FileIO.writeAll(1, format.render(idle) + "\n")
+        format.withLine(idle) { _ = try? FileIO.writeAll(1, $0) }
     }
 
     /// What `XScreenSaverQueryInfo` calls idle: the time since the last input the
