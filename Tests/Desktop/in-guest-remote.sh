@@ -12,6 +12,10 @@
 #   xdl-remote.sh end N SECONDS            ends the user's session on :N only (the VNC unit
 #                                          first for :1); waits until logind lists it no more
 #   xdl-remote.sh agent N                  the user's xidlelock on :N (pid), or 0
+#   xdl-remote.sh answering N              the pid of the agent that answers for :N (its
+#                                          control socket's lock file; a user unit's agent keeps
+#                                          the DISPLAY it was started with in its environment
+#                                          even when it watches another), or 0
 #   xdl-remote.sh locker N                 the user's locker on :N (a process named $XDL_LOCKER,
 #                                          default i3lock, not a child of one), or -
 #   xdl-remote.sh lockstart N              that locker's pid and its start on the guest's
@@ -31,8 +35,9 @@
 #                                          time just before and the pid
 #   xdl-remote.sh restart N                the agent started again inside the session on :N
 #                                          (through its session runner: its scope, its id)
-#   xdl-remote.sh reload N                 as the user: SIGUSR1 to the agent on :N (it executes
-#                                          itself again in place and reads its config anew)
+#   xdl-remote.sh reload N                 as the user: SIGUSR1 to the agent answering for :N
+#                                          (it executes itself again in place and reads its
+#                                          config anew)
 #   xdl-remote.sh setting N NAME           the value of setting NAME the agent on :N reports
 #   xdl-remote.sh prepare                  gives the user bob's remote set-up (the image's, for
 #                                          bob): his ~/.xsession (its agent's log
@@ -56,6 +61,10 @@ on_display() {    # PID N: is PID's DISPLAY :N?
 agent() {
     for p in $(pgrep -u "$U" -x xidlelock); do on_display "$p" "$1" && { echo "$p"; return; }; done
     echo 0
+}
+answering() {
+    p=$(tr -dc 0-9 <"/run/user/$UID_/xidlelock/$1.sock.lock" 2>/dev/null)
+    echo "${p:-0}"
 }
 locker() {
     for p in $(pgrep -x "$LK"); do
@@ -108,6 +117,7 @@ end)
     exit 1
     ;;
 agent) agent "$1" ;;
+answering) answering "$1" ;;
 locker) locker "$1" ;;
 lockstart)
     p=$(locker "$1")
@@ -165,7 +175,7 @@ restart)
         sh -c 'setsid xidlelock </dev/null >>"/tmp/xdl-$2-agent-$1.log" 2>&1 &' restart "$1" "$U"
     ;;
 reload)
-    p=$(agent "$1")
+    p=$(answering "$1")
     [ "$p" = 0 ] && exit 1
     runuser -u "$U" -- kill -USR1 "$p"
     ;;

@@ -15,7 +15,7 @@ ACTION:
                            host time and the seconds waited (never: none in TIMEOUT)
   wait-clear TIMEOUT       until a frame is not mostly red; same output
   type TEXT                Escape (i3lock forgets what was typed), TEXT, then Return
-  unlock TIMEOUT TEXT [SAVE]
+  unlock TIMEOUT TEXT [SAVE [STUCK]]
                            in one connection: Escape (as a user's first key: it wakes a
                            blanked screen; i3lock and slock forget what was typed), wait-red,
                            type TEXT, wait-clear; prints the seconds waited for the red frame
@@ -23,7 +23,8 @@ ACTION:
                            without red nothing is typed: "never never"). With
                            XDL_LOCKER=xsecurelock: Ctrl-U instead (Escape would close its
                            prompt; Ctrl-U wakes it and clears it), then the red frame with
-                           the prompt, then TEXT and Return with no Escape. SAVE: that frame
+                           the prompt, then TEXT and Return with no Escape. SAVE: that frame;
+                           STUCK: the last frame when none after Return was clear
 A frame is "mostly red" when over half its pixels are within 8 each of the locker's colours:
 XDL_LOCKER_COLOURS, hex, comma-separated (default ff0000, i3lock -c ff0000; slock paints its
 own, xsecurelock those it is given). xsecurelock's prompt is a box of XDL_PROMPT_COLOUR
@@ -126,8 +127,8 @@ class Rdp:
         pass
 
 
-def wait(client, want_red, timeout, save=None, prompt=False):
-    t0 = time.time()
+def wait(client, want_red, timeout, save=None, prompt=False, stuck=None):
+    t0, img = time.time(), None
     while time.time() - t0 < timeout:
         img = client.frame()
         t = time.time()
@@ -136,6 +137,8 @@ def wait(client, want_red, timeout, save=None, prompt=False):
                 img.save(save)
             return f"{t:.3f} {t - t0:.2f}"
         time.sleep(0.05)
+    if stuck and img is not None:
+        img.save(stuck)
     return f"never {time.time() - t0:.2f}"
 
 
@@ -178,7 +181,7 @@ def main():
                 print("never never")
             else:
                 client.type(a[1], escape=not prompt)
-                clear = wait(client, False, float(a[0])).split()
+                clear = wait(client, False, float(a[0]), stuck=a[3] if len(a) > 3 else None).split()
                 print(f"{red[1]} {'never' if clear[0] == 'never' else clear[1]}")
         else:
             sys.exit(__doc__)

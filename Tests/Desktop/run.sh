@@ -856,13 +856,14 @@ print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if
             c=$("${Q[@]}" wait-frame desktop -t 20)
             if [ "${c%% *}" = never ]; then c=never; else c=$(dt "$t0" "${c%% *}"); fi
             echo "$r $c" ;;
-        10) CL rdp "$KX" unlock 20 alice ${2:+"$2.png"} ;;
-        1)  CL vnc "$VNC_PORT" alice unlock 20 alice ${2:+"$2.png"} ;;
+        10) CL rdp "$KX" unlock 20 alice "${2:+$2.png}" "$XDL_RUN/l-stuck-xrdp-$(date +%T).png" ;;
+        1)  CL vnc "$VNC_PORT" alice unlock 20 alice "${2:+$2.png}" "$XDL_RUN/l-stuck-vnc-$(date +%T).png" ;;
         esac
     }
     # each session's lock (of those on the displays given; default all three) unlocked at once
     # through its client (after its agent says its locker covers); each unlock tallied: the
     # locker gone and the client's frame clear. SAVE: where each client's locker frame goes
+    # (a remote client's last frame goes to l-stuck-*.png when none after Return was clear)
     l_unlock_all() {    # LABEL [SAVE [DISPLAY...]]
         local d p rw cl left pids=() label=$1 save=${2:-} ds=("${@:3}")
         [ ${#ds[@]} -gt 0 ] || ds=("${LD[@]}")
@@ -937,7 +938,7 @@ print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if
             check "$1: ${LNAME[$d]} session (${LSID[$d]}), the password through its client" \
                 $([ "${UN_OK[$d]}" -ge "$2" ] && [ "${UN_OK[$d]}" = "${UN_N[$d]}" ] && [ -z "${UN_BAD[$d]:-}" ] && [ "$nerr" = 0 ] \
                     && [ "$started" = "${UN_N[$d]}" ] && [ "$unl" = "${UN_N[$d]}" ] && [ "$nl" = "${UN_N[$d]}" ] && [ "$nu" = "${UN_N[$d]}" ] && [ "$nf" = 0 ]; echo $?) \
-                "${UN_OK[$d]} of ${UN_N[$d]} locks unlocked (the locker gone, the client's frame clear ${med:-?} s after the Return, median, ${mx:-?} s at most); the agent (pid $(XA agent "$d")): $started lockers started, $unl \"unlocked after\" lines, $letgo lines of a let-go, audit $nl lock / $nu unlock / $nf locker-failure entries of session ${LSID[$d]}, $nerr error lines${UN_BAD[$d]:+; problems:${UN_BAD[$d]}}"
+                "${UN_OK[$d]} of ${UN_N[$d]} locks unlocked (the locker gone, the client's frame clear ${med:-?} s after the Return, median, ${mx:-?} s at most); the agent (pid $(XA answering "$d")): $started lockers started, $unl \"unlocked after\" lines, $letgo lines of a let-go, audit $nl lock / $nu unlock / $nf locker-failure entries of session ${LSID[$d]}, $nerr error lines${UN_BAD[$d]:+; problems:${UN_BAD[$d]}}"
             [ "$nerr" = 0 ] || head -5 <<<"$errs" | cut -c1-200 | sed "s/^/      ${LNAME[$d]} agent: /" | tee -a "$RESULTS"
             [ "$letgo" = 0 ] || grep 'let go' <<<"$log" | head -3 | cut -c1-200 | sed "s/^/      ${LNAME[$d]} agent: /" | tee -a "$RESULTS"
         done
@@ -1081,12 +1082,17 @@ print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if
             unset T
         done
 
-        # GetActive again, with only the xrdp session locked (on request)
+        # GetActive again, with only the xrdp session locked (on request; input first in all
+        # three, so that the others are 15 s from an idle lock); what each agent says of its
+        # locker at the call is shown beside each answer
+        l_input_all
         l_in 10 xidlelock lock >/dev/null 2>&1
         if wait_guest 20 "$XAS covered 10"; then
+            cv=(); for d in 0 10 1; do XA covered "$d" && cv[$d]=covered || cv[$d]="not covered"; done
             ga0=$(l_getactive 0); ga10=$(l_getactive 10); ga1=$(l_getactive 1)
             [ "$ga0" = false ] && [ "$ga10" = true ] && [ "$ga1" = false ] || GA_BAD=1
-            GA_FIGS="${GA_FIGS:-the round with the logind hold did not run}; with the xrdp session locked and the others not: local $ga0, xrdp $ga10, vnc $ga1"
+            [ "${cv[0]}" = "not covered" ] && [ "${cv[10]}" = covered ] && [ "${cv[1]}" = "not covered" ] || GA_BAD=1
+            GA_FIGS="${GA_FIGS:-the round with the logind hold did not run}; with the xrdp session locked and the others not: local $ga0 (its agent: ${cv[0]}), xrdp $ga10 (${cv[10]}), vnc $ga1 (${cv[1]})"
         else
             GA_BAD=1 GA_FIGS="${GA_FIGS:-the round with the logind hold did not run}; xidlelock lock in the xrdp session: no locker covering within 20 s"
         fi
@@ -1146,6 +1152,9 @@ print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if
 
     # the remote sessions end; alice's local one goes on with the unit's agent
     for d in 10 1; do R cat "/tmp/xdl-alice-agent-$d.log" >"$XDL_RUN/l-agent-$d.log" 2>/dev/null; done
+    # what the guest logged meanwhile, and the X servers' logs (for a failure's reasons)
+    R journalctl -b --no-pager -o short-unix >"$XDL_RUN/l-journal.txt" 2>&1
+    R sh -c 'for f in /var/log/Xorg.0.log /home/alice/.local/share/xorg/Xorg.10.log /home/alice/.vnc/*:1.log; do [ -f "$f" ] && { echo "== $f"; tail -n 200 "$f"; }; done' >"$XDL_RUN/l-xlogs.txt" 2>&1
     [ -z "${LRDP:-}" ] || { kill "$LRDP" 2>/dev/null; wait "$LRDP" 2>/dev/null; }
     XA end 10 30 || note "(l) alice's xrdp session still listed by logind 30 s after its end"
     XA end 1 30 || note "(l) alice's VNC session still listed by logind 30 s after its end"
