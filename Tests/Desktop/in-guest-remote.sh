@@ -15,7 +15,7 @@
 #   xdl-remote.sh answering N              the pid of the agent that answers for :N (its
 #                                          control socket's lock file; a user unit's agent keeps
 #                                          the DISPLAY it was started with in its environment
-#                                          even when it watches another), or 0
+#                                          even when it watches another), or 0 (none alive)
 #   xdl-remote.sh locker N                 the user's locker on :N (a process named $XDL_LOCKER,
 #                                          default i3lock, not a child of one), or -
 #   xdl-remote.sh lockstart N              that locker's pid and its start on the guest's
@@ -64,7 +64,7 @@ agent() {
 }
 answering() {
     p=$(tr -dc 0-9 <"/run/user/$UID_/xidlelock/$1.sock.lock" 2>/dev/null)
-    echo "${p:-0}"
+    [ -n "$p" ] && [ -d "/proc/$p" ] && echo "$p" || echo 0
 }
 locker() {
     for p in $(pgrep -x "$LK"); do

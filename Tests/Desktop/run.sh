@@ -799,8 +799,16 @@ if want l; then
     # and reads its config anew); exit 1 when one does not report that locker within 60 s
     l_reload_all() {    # LOCK-AFTER
         local d
-        set_config "lock-after $1" "locker $L_CMD"
         l_input_all
+        # a remote session's agent that has gone (none restarts it) started again in the
+        # session, so that the next locker's rounds still run in all three (the unit
+        # restarts the local one)
+        for d in 10 1; do
+            [ "$(XA answering "$d")" != 0 ] && continue
+            note "(l) the ${LNAME[$d]} session's agent has gone: started again in the session for the $L_LOCKER rounds"
+            XA restart "$d"; wait_guest 30 "[ \"\$($XAS answering $d)\" != 0 ]"
+        done
+        set_config "lock-after $1" "locker $L_CMD"
         for d in "${LD[@]}"; do XA reload "$d"; done
         wait_guest 60 "for d in ${LD[*]}; do [ \"\$($XAS setting \$d locker)\" = '$L_CMD' ] || exit 1; done"
     }
@@ -930,7 +938,8 @@ print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if
             fi
             nerr=$(grep -c . <<<"$errs")
             started=$(grep -cE 'locking (after|on request)' <<<"$log")
-            unl=$(grep -c 'unlocked after' <<<"$log")
+            # (the journal has the audit entry "screen unlocked after" besides)
+            unl=$(grep -cE '^(xidlelock: )?unlocked after' <<<"$log")
             letgo=$(grep -c 'let go' <<<"$log")
             nl=$(l_audit lock "$d"); nu=$(l_audit unlock "$d"); nf=$(l_audit locker-failure "$d")
             tt=$(tr ' ' '\n' <<<"${UN_T[$d]}" | grep . | sort -n)
