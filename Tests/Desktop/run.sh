@@ -1035,6 +1035,9 @@ print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if
             if [ "$kind" = player ]; then holder=player what="a player"
             else holder="logind idle inhibitor" what="a logind idle inhibitor (systemd-inhibit --what=idle --who=test --why=film sleep 600)"; fi
             t="(l) holds: $what in the ${LNAME[$h]} session holds that session only, the ${LNAME[${others[0]}]} and ${LNAME[${others[1]}]} ones lock on time"
+            # the three kept in use until the hold shows (systemd-inhibit waits for polkit: it
+            # took 18 s once under TCG, and the sessions idle-locked before the hold began)
+            ( while :; do l_input_all; sleep 3; done ) >/dev/null 2>&1 & lbusy=$!; BG+=("$lbusy")
             g0=$(gnow)
             if [ "$kind" = player ]; then
                 l_bg "$h" sh -c 'exec python3 /tmp/xdl-inhibit.py xdl-film "a film in the $1 session" >/tmp/xdl-player.out 2>&1' player "${LNAME[$h]}"; pl=$BGPID
@@ -1044,9 +1047,11 @@ print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if
                 listed="$XAS status $h | grep -q '\"why\": *\"film\"'"
             fi
             if ! wait_guest 30 "$listed"; then
+                kill "$lbusy" 2>/dev/null; wait "$lbusy" 2>/dev/null
                 check "$t" 1 "the hold not listed by its session's agent within 30 s; the holder: $(R cat /tmp/xdl-player.out 2>/dev/null | tail -2 | tr '\n' ' ')"
                 kill "$pl" 2>/dev/null; l_holder_end; continue
             fi
+            kill "$lbusy" 2>/dev/null; wait "$lbusy" 2>/dev/null
             l_input_all
             ok=0; li=$(XA lastinput 20 "${LD[@]}") || ok=1
             declare -A T=(); for x in $li; do T[${x%%:*}]=${x#*:}; done
@@ -1135,6 +1140,11 @@ print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if
             l_lock_rounds "$L_OTHER_UNLOCKS" "$XDL_RUN/l-$lk"
             l_tally_end
             l_check_unlocks "(l) unlocks with $lk ($L_CMD)" "$L_OTHER_UNLOCKS"
+            # a session where this locker never held: what it says when run by hand there
+            for d in "${LD[@]}"; do
+                [ "${UN_OK[$d]}" = 0 ] || continue
+                note "(l) $lk by hand in the ${LNAME[$d]} session (5 s at most): $(l_in "$d" sh -c "timeout 5 $L_CMD 2>&1; echo \"exit \$?\"" 2>&1 | tail -6 | tr '\n' ' ' | cut -c1-400)"
+            done
         done
         # i3lock again, as before the other lockers
         l_use_locker i3lock; l_reload_all 10m || note "(l) not every agent reported the locker '$L_CMD' within 60 s of its reload"
