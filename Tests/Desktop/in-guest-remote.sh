@@ -12,8 +12,12 @@
 #   xdl-remote.sh end N SECONDS            ends the user's session on :N only (the VNC unit
 #                                          first for :1); waits until logind lists it no more
 #   xdl-remote.sh agent N                  the user's xidlelock on :N (pid), or 0
-#   xdl-remote.sh locker N                 the user's locker on :N (an i3lock not a child of
-#                                          one), or -
+#   xdl-remote.sh answering N              the pid of the agent that answers for :N (its
+#                                          control socket's lock file; a user unit's agent keeps
+#                                          the DISPLAY it was started with in its environment
+#                                          even when it watches another), or 0 (none alive)
+#   xdl-remote.sh locker N                 the user's locker on :N (a process named $XDL_LOCKER,
+#                                          default i3lock, not a child of one), or -
 #   xdl-remote.sh lockstart N              that locker's pid and its start on the guest's
 #                                          clock (from /proc: the fork), or "- -"
 #   xdl-remote.sh lastinput SECONDS N...   waits (up to SECONDS) until every :N has been idle
@@ -31,6 +35,10 @@
 #                                          time just before and the pid
 #   xdl-remote.sh restart N                the agent started again inside the session on :N
 #                                          (through its session runner: its scope, its id)
+#   xdl-remote.sh reload N                 as the user: SIGUSR1 to the agent answering for :N
+#                                          (it executes itself again in place and reads its
+#                                          config anew)
+#   xdl-remote.sh setting N NAME           the value of setting NAME the agent on :N reports
 #   xdl-remote.sh prepare                  gives the user bob's remote set-up (the image's, for
 #                                          bob): his ~/.xsession (its agent's log
 #                                          /tmp/xdl-USER-agent-N.log), i3 config (as
@@ -40,6 +48,7 @@
 #   xdl-remote.sh unprepare                undoes prepare (:1 bob's again)
 set -u
 U=${XDL_REMOTE_USER:-bob}
+LK=${XDL_LOCKER:-i3lock}
 UID_=$(id -u "$U") || exit 2
 # the user's X clients as the session's have them (each server's cookie in ~/.Xauthority)
 as_user() { runuser -u "$U" -- env XDG_RUNTIME_DIR="/run/user/$UID_" XAUTHORITY="/home/$U/.Xauthority" "$@"; }
@@ -53,10 +62,16 @@ agent() {
     for p in $(pgrep -u "$U" -x xidlelock); do on_display "$p" "$1" && { echo "$p"; return; }; done
     echo 0
 }
+answering() {
+    p=$(tr -dc 0-9 <"/run/user/$UID_/xidlelock/$1.sock.lock" 2>/dev/null)
+    [ -n "$p" ] && [ -d "/proc/$p" ] && echo "$p" || echo 0
+}
 locker() {
-    for p in $(pgrep -u "$U" -x i3lock); do
+    for p in $(pgrep -x "$LK"); do
         pp=$(ps -o ppid= -p "$p" | tr -d ' ')
-        [ "$(ps -o comm= -p "$pp")" = i3lock ] && continue
+        [ "$(ps -o comm= -p "$pp")" = "$LK" ] && continue
+        # the user's, or started by the user's agent (slock drops its root to nobody)
+        [ "$(ps -o user= -p "$p")" = "$U" ] || [ "$(ps -o user= -p "$pp")" = "$U" ] || continue
         on_display "$p" "$1" && { echo "$p"; return; }
     done
     echo -
@@ -102,6 +117,7 @@ end)
     exit 1
     ;;
 agent) agent "$1" ;;
+answering) answering "$1" ;;
 locker) locker "$1" ;;
 lockstart)
     p=$(locker "$1")
@@ -157,6 +173,17 @@ kill9)
 restart)
     /usr/local/lib/xdl/session-run --user "$U" --display "$1" -- \
         sh -c 'setsid xidlelock </dev/null >>"/tmp/xdl-$2-agent-$1.log" 2>&1 &' restart "$1" "$U"
+    ;;
+reload)
+    p=$(answering "$1")
+    [ "$p" = 0 ] && exit 1
+    runuser -u "$U" -- kill -USR1 "$p"
+    ;;
+setting)
+    as_user DISPLAY=":$1" xidlelock status --json 2>/dev/null | python3 -c 'import json, sys
+try: s = json.load(sys.stdin).get("settings", [])
+except Exception: sys.exit(1)
+print(next((i.get("value") for i in s if i.get("name") == sys.argv[1]), ""))' "$2"
     ;;
 prepare)
     h=/home/$U

@@ -11,13 +11,18 @@
                                    screendumps as fast as QMP gives them for S seconds
                                    (after system_wakeup with --wake), each classed by its
                                    pixels: desktop (any of the solid green root shows),
-                                   locker (almost all solid red) or other; prints a JSON
-                                   summary (start: the wall-clock time of its 0 s)
+                                   locker (almost all of the locker's colours) or other;
+                                   prints a JSON summary (start: the wall-clock time of its 0 s)
   qmp.py wait-frame CLASS [-t S] [--save FILE]
                                    screendumps until one is of CLASS (desktop, locker,
-                                   other): prints the wall-clock time of that frame and
-                                   how many were taken (exit 1 on timeout: "never N")
+                                   prompt, other): prints the wall-clock time of that frame
+                                   and how many were taken (exit 1 on timeout: "never N")
   qmp.py powerdown | quit          the ACPI power button | stop QEMU at once
+
+The locker's colours: XDL_LOCKER_COLOURS, hex, comma-separated (default ff0000: i3lock -c
+ff0000). With XDL_PROMPT_COLOUR set (xsecurelock's XSECURELOCK_AUTH_BACKGROUND_COLOR), a
+locker frame that shows that colour is a prompt frame (unset: never, as i3lock's indicator
+has a blue ring).
 
 Input goes through QEMU's PS/2 keyboard and mouse: evdev in the guest, libinput in Xorg.
 Adapted from the team's lab VM (../shared/lab/vm/qmp.py).
@@ -95,8 +100,22 @@ def press(q, combo, hold=0.03):
         time.sleep(0.01)
 
 
+def colours(value):
+    return [tuple(int(c.strip()[i:i + 2], 16) for i in (0, 2, 4)) for c in value.split(",")]
+
+
+LOCKER_COLOURS = colours(os.environ.get("XDL_LOCKER_COLOURS") or "ff0000")
+PROMPT_COLOURS = colours(os.environ["XDL_PROMPT_COLOUR"]) if os.environ.get("XDL_PROMPT_COLOUR") else []
+
+
+def near(r, g, b, of):
+    # 75: a solid colour, not a shade of the next one (red > 180, green and blue < 80)
+    return any(abs(r - cr) <= 75 and abs(g - cg) <= 75 and abs(b - cb) <= 75 for cr, cg, cb in of)
+
+
 def classify(path):
-    """desktop: any sample of the solid green root; locker: >= 90 % solid red; else other."""
+    """desktop: any sample of the solid green root; prompt: >= 90 % the locker's colours
+    and the prompt's box; locker: >= 90 % the locker's colours; else other."""
     with open(path, "rb") as f:
         data = f.read()
     # P6\n<w> <h>\n<max>\n then RGB triples
@@ -105,7 +124,7 @@ def classify(path):
         return "other"
     w, h = (int(x) for x in parts[1].split())
     pix = parts[3]
-    green = red = n = 0
+    green = red = prompt = n = 0
     for j in range(25):
         y = (2 * j + 1) * h // 50
         for i in range(40):
@@ -115,11 +134,15 @@ def classify(path):
             n += 1
             if g > 180 and r < 80 and b < 80:
                 green += 1
-            elif r > 180 and g < 80 and b < 80:
+            elif near(r, g, b, LOCKER_COLOURS):
                 red += 1
+            elif near(r, g, b, PROMPT_COLOURS):
+                prompt += 1
     if green:
         return "desktop"
-    return "locker" if red >= 0.9 * n else "other"
+    if red + prompt >= 0.9 * n:
+        return "prompt" if prompt else "locker"
+    return "other"
 
 
 def frames(q, seconds, wake, save):
@@ -170,7 +193,7 @@ def main():
     p = sub.add_parser("move"); p.add_argument("dx", type=int); p.add_argument("dy", type=int)
     p = sub.add_parser("frames"); p.add_argument("-t", "--seconds", type=float, default=5)
     p.add_argument("--wake", action="store_true"); p.add_argument("--save")
-    p = sub.add_parser("wait-frame"); p.add_argument("kind", choices=["desktop", "locker", "other"])
+    p = sub.add_parser("wait-frame"); p.add_argument("kind", choices=["desktop", "locker", "prompt", "other"])
     p.add_argument("-t", "--timeout", type=float, default=30); p.add_argument("--save")
     sub.add_parser("powerdown")
     sub.add_parser("quit")

@@ -15,24 +15,53 @@ ACTION:
                            host time and the seconds waited (never: none in TIMEOUT)
   wait-clear TIMEOUT       until a frame is not mostly red; same output
   type TEXT                Escape (i3lock forgets what was typed), TEXT, then Return
-  unlock TIMEOUT TEXT      in one connection: Escape (as a user's first key: it wakes a
-                           blanked screen; i3lock forgets what was typed), wait-red, type
-                           TEXT, wait-clear; prints the seconds waited for the red frame
+  unlock TIMEOUT TEXT [SAVE [STUCK]]
+                           in one connection: Escape (as a user's first key: it wakes a
+                           blanked screen; i3lock and slock forget what was typed), wait-red,
+                           type TEXT, wait-clear; prints the seconds waited for the red frame
                            and from Return to the clear frame (never: none in TIMEOUT;
-                           without red nothing is typed: "never never")
-A frame is "mostly red" when over half its pixels are (255, 0, 0) within 8 each."""
+                           without red nothing is typed: "never never"). With
+                           XDL_LOCKER=xsecurelock: Ctrl-U instead (Escape would close its
+                           prompt; Ctrl-U wakes it and clears it), then the red frame with
+                           the prompt, then TEXT and Return with no Escape. SAVE: that frame;
+                           STUCK: the last frame when none after Return was clear
+A frame is "mostly red" when over half its pixels are within 8 each of the locker's colours:
+XDL_LOCKER_COLOURS, hex, comma-separated (default ff0000, i3lock -c ff0000; slock paints its
+own, xsecurelock those it is given). xsecurelock's prompt is a box of XDL_PROMPT_COLOUR
+(default 0000ff: its XSECURELOCK_AUTH_BACKGROUND_COLOR) in such a frame."""
 import os, subprocess, sys, time, warnings
 
 warnings.simplefilter("ignore")   # vncdotool's TripleDES (VncAuth) is deprecated in cryptography
 
 RED_SHARE = 0.5
+PROMPT_SHARE = 0.002  # xsecurelock's prompt box: a few hundred pixels of 1024x768 at least
+
+
+def colours(value):
+    return [tuple(int(c.strip()[i:i + 2], 16) for i in (0, 2, 4)) for c in value.split(",")]
+
+
+LOCKER = os.environ.get("XDL_LOCKER", "i3lock")
+LOCKER_COLOURS = colours(os.environ.get("XDL_LOCKER_COLOURS") or "ff0000")
+PROMPT_COLOURS = colours(os.environ.get("XDL_PROMPT_COLOUR") or "0000ff")
+
+
+def share(img, of):
+    """The share of img's pixels within 8 in each band of one of the colours `of`."""
+    from PIL import ImageChops
+    bands = img.convert("RGB").resize((256, 192)).split()
+    hit = None
+    for colour in of:
+        m = None
+        for band, v in zip(bands, colour):
+            b = band.point(lambda x, v=v: 255 if abs(x - v) <= 8 else 0)
+            m = b if m is None else ImageChops.multiply(m, b)
+        hit = m if hit is None else ImageChops.lighter(hit, m)
+    return hit.histogram()[255] / (256 * 192)
 
 
 def red_share(img):
-    img = img.convert("RGB").resize((256, 192))
-    b = img.tobytes()
-    n = sum(1 for i in range(0, len(b), 3) if b[i] >= 247 and b[i + 1] <= 8 and b[i + 2] <= 8)
-    return n / (len(b) // 3)
+    return share(img, LOCKER_COLOURS)
 
 
 class Vnc:
@@ -51,8 +80,9 @@ class Vnc:
     def key(self, name):
         self.c.keyPress(name)
 
-    def type(self, text):
-        self.c.keyPress("esc")
+    def type(self, text, escape=True):
+        if escape:
+            self.c.keyPress("esc")
         for ch in text:
             self.c.keyPress(ch)
             time.sleep(0.05)
@@ -84,11 +114,12 @@ class Rdp:
 
     def key(self, name):
         self.xdo("mousemove", "500", "400")
-        self.xdo("key", {"esc": "Escape"}.get(name, name))
+        self.xdo("key", {"esc": "Escape", "ctrl-u": "ctrl+u"}.get(name, name))
 
-    def type(self, text):
+    def type(self, text, escape=True):
         self.xdo("mousemove", "500", "400")
-        self.xdo("key", "Escape")
+        if escape:
+            self.xdo("key", "Escape")
         self.xdo("type", "--delay", "60", text)
         self.xdo("key", "Return")
 
@@ -96,16 +127,18 @@ class Rdp:
         pass
 
 
-def wait(client, want_red, timeout, save=None):
-    t0 = time.time()
+def wait(client, want_red, timeout, save=None, prompt=False, stuck=None):
+    t0, img = time.time(), None
     while time.time() - t0 < timeout:
         img = client.frame()
         t = time.time()
-        if (red_share(img) > RED_SHARE) == want_red:
+        if (red_share(img) > RED_SHARE) == want_red and (not prompt or share(img, PROMPT_COLOURS) > PROMPT_SHARE):
             if save:
                 img.save(save)
             return f"{t:.3f} {t - t0:.2f}"
         time.sleep(0.05)
+    if stuck and img is not None:
+        img.save(stuck)
     return f"never {time.time() - t0:.2f}"
 
 
@@ -141,13 +174,14 @@ def main():
             client.type(a[0])
             print("typed")
         elif act == "unlock":
-            client.key("esc")
-            red = wait(client, True, float(a[0])).split()
+            prompt = LOCKER == "xsecurelock"
+            client.key("ctrl-u" if prompt else "esc")
+            red = wait(client, True, float(a[0]), a[2] if len(a) > 2 else None, prompt=prompt).split()
             if red[0] == "never":
                 print("never never")
             else:
-                client.type(a[1])
-                clear = wait(client, False, float(a[0])).split()
+                client.type(a[1], escape=not prompt)
+                clear = wait(client, False, float(a[0]), stuck=a[3] if len(a) > 3 else None).split()
                 print(f"{red[1]} {'never' if clear[0] == 'never' else clear[1]}")
         else:
             sys.exit(__doc__)

@@ -30,10 +30,12 @@
 #                  the agent verified, client input holds the lock off, the idle lock and the
 #                  unlock through the client, kill -9 -> the guard's locker within agent-grace + 2 s
 #                l one user's sessions at once: alice's local one, an xrdp and a VNC one of hers
-#                  (the clients of k): a player's Inhibit in each holds that session only, the
-#                  others lock on time; the password through each client unlocks, no error line,
-#                  no second locker, over 10 and more unlocks each; the unit's agent started
-#                  again meanwhile still answers for the local session
+#                  (the clients of k): a player's Inhibit in each, and a logind idle inhibitor in
+#                  the xrdp one, holds that session only, the others lock on time; GetActive
+#                  answered for the caller's session; the password through each client unlocks,
+#                  no error line, no second locker, over 10 and more unlocks each with i3lock and
+#                  4 each with xsecurelock and slock; the unit's agent started again meanwhile
+#                  still answers for the local session
 #   --keep       leave the VM running afterwards (Tests/Desktop/shutdown.sh stops it)
 #   --no-boot    use the VM that is already running (with --keep, for iterating)
 #
@@ -50,7 +52,7 @@ while [ $# -gt 0 ]; do
         --only) ONLY=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --no-boot) BOOT=0; shift ;;
-        *) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 [ -n "$DEB" ] || DEB=$(ls -t "$REPO"/dist/xidlelock_*.deb 2>/dev/null | head -1)
@@ -730,70 +732,251 @@ fi
 #            has no error line ("may NOT be covered", "never grabbed", "(attempt N)") nor
 #            locker-failure entry, and one locker started, one lock entry and one unlock entry
 #            (audit, XIDLELOCK_SESSION) per lock of the scenario.
+#   logind   a logind idle inhibitor (systemd-inhibit --what=idle) started inside the xrdp
+#            session holds that session only, as the players do; the other agents list it as
+#            not honoured (it runs in another logind session); it ends, the xrdp session locks.
+#   GetActive  org.freedesktop.ScreenSaver.GetActive (busctl --user, the names' owner answering)
+#            called inside each session answers for that session: while the logind hold keeps
+#            the xrdp session open and the others locked, and with only the xrdp one locked.
+#   lockers  the unlocks again with xsecurelock and with slock (Debian's suckless-tools, not in
+#            the image: its .deb and what it needs that the guest lacks, downloaded on the host
+#            and installed at run time): each agent reloaded (SIGUSR1: it executes itself again
+#            and reads its config anew) with that locker, L_OTHER_UNLOCKS locks on request in
+#            each session, each unlocked through the session's client as above, the same counts
+#            over that locker's rounds. xsecurelock shows its prompt only after a key (Ctrl-U
+#            here: Escape would close it); slock takes the password at once. Their rounds run
+#            with lock-after 10m, so that no idle lock falls between them.
 #   restart  the unit's agent started again while the remote sessions run answers for the
 #            local session (each Xsession has put its DISPLAY into her one user manager).
 if want l; then
-    L_UNLOCKS=10
+    L_UNLOCKS=10 L_OTHER_UNLOCKS=4
     LD=(0 10 1)                                          # the displays: local, xrdp, VNC
-    declare -A LNAME=([0]=local [10]=xrdp [1]=vnc) LSID=() LAGENT=() LLINES=()
-    declare -A UN_N=([0]=0 [10]=0 [1]=0) UN_OK=([0]=0 [10]=0 [1]=0) UN_T=() UN_BAD=()
-    XAS="XDL_REMOTE_USER=alice /tmp/xdl-remote.sh"       # the guest's half, for alice
+    declare -A LNAME=([0]=local [10]=xrdp [1]=vnc) LSID=() LAGENT=() LLINES=() LLINES_END=()
+    declare -A UN_N=() UN_OK=() UN_T=() UN_BAD=()
     XA() { RS "$XAS $(xdl_quote "$@")"; }
+    # the locker of the rounds: its process name (the guest's half finds it by that), and the
+    # colours the clients tell it by (remote-client.py's and qmp.py's XDL_* variables)
+    l_use_locker() {    # NAME
+        L_LOCKER=$1
+        XAS="XDL_REMOTE_USER=alice XDL_LOCKER=$1 /tmp/xdl-remote.sh"   # the guest's half, for alice
+        export XDL_LOCKER=$1 XDL_PROMPT_COLOUR=
+        case $1 in
+        i3lock) L_CMD=$LOCKER; XDL_LOCKER_COLOURS=ff0000 ;;
+        # its saver and prompt in colours of their own (the default is black for both): the
+        # red frame as i3lock's (black too, in case its saver shows the window's own), the
+        # prompt a blue box on it
+        xsecurelock) L_CMD='env XSECURELOCK_BACKGROUND_COLOR=red XSECURELOCK_AUTH_BACKGROUND_COLOR=blue xsecurelock'
+            XDL_LOCKER_COLOURS=ff0000,000000 XDL_PROMPT_COLOUR=0000ff ;;
+        # its own colours, built in: black, #005577 while typing, #cc3333 after a failure or
+        # a cleared entry (failonclear)
+        slock) L_CMD=slock; XDL_LOCKER_COLOURS=000000,005577,cc3333 ;;
+        esac
+        export XDL_LOCKER_COLOURS
+    }
+    l_use_locker i3lock
+    # a new tally of unlocks, and where each agent's log starts for it (the remote ones'
+    # files; the local one's is the journal from L_FROM)
+    l_tally_start() {
+        local d
+        for d in "${LD[@]}"; do UN_N[$d]=0 UN_OK[$d]=0 UN_T[$d]='' UN_BAD[$d]=''; done
+        for d in 10 1; do LLINES[$d]=$(R sh -c "wc -l </tmp/xdl-alice-agent-$d.log" 2>/dev/null || echo 0); done
+        L_FROM=$(gnow)
+    }
+    l_tally_end() {
+        local d
+        for d in 10 1; do LLINES_END[$d]=$(R sh -c "wc -l </tmp/xdl-alice-agent-$d.log" 2>/dev/null || echo 0); done
+        L_UNTIL=$(gnow)
+    }
+    # input in all three sessions at once (a move to where the pointer already is would be no input)
+    l_input_all() {
+        local a0 a1 a2
+        activity & a0=$!
+        CL rdp "$KX" nudge >/dev/null 2>&1 & a1=$!
+        CL vnc "$VNC_PORT" alice nudge >/dev/null 2>&1 & a2=$!
+        wait "$a0" "$a1" "$a2"
+    }
+    # every agent with the config's locker and lock time (SIGUSR1: each executes itself again
+    # and reads its config anew); exit 1 when one does not report that locker within 60 s
+    l_reload_all() {    # LOCK-AFTER
+        local d
+        l_input_all
+        # a remote session's agent that has gone (none restarts it) started again in the
+        # session, so that the next locker's rounds still run in all three (the unit
+        # restarts the local one)
+        for d in 10 1; do
+            [ "$(XA answering "$d")" != 0 ] && continue
+            note "(l) the ${LNAME[$d]} session's agent has gone: started again in the session for the $L_LOCKER rounds"
+            XA restart "$d"; wait_guest 30 "[ \"\$($XAS answering $d)\" != 0 ]"
+        done
+        set_config "lock-after $1" "locker $L_CMD"
+        for d in "${LD[@]}"; do XA reload "$d"; done
+        wait_guest 60 "for d in ${LD[*]}; do [ \"\$($XAS setting \$d locker)\" = '$L_CMD' ] || exit 1; done"
+    }
+    # ScreenSaver.GetActive called inside alice's session on :N (busctl, her session bus):
+    # true, false, or what went wrong
+    l_getactive() {
+        l_in "$1" busctl --user call org.freedesktop.ScreenSaver /org/freedesktop/ScreenSaver org.freedesktop.ScreenSaver GetActive 2>&1 |
+            sed 's/^b //' | tr '\n' ' ' | sed 's/ $//' | cut -c1-160
+    }
     runner() { [ "$1" = 0 ] && echo /usr/local/lib/xdl/session-run || echo "/usr/local/lib/xdl/session-run --display $1"; }
     # CMD inside alice's session on :N, through that session's runner (l_bg: in the background)
     l_in() { local n=$1; shift; RS "$(runner "$n") -- $(xdl_quote "$@")"; }
     l_bg() { local n=$1; shift; xdl_ssh_argv root; "${XDL_SSH_ARGV[@]}" "$(runner "$n") -- $(xdl_quote "$@")" </dev/null >/dev/null 2>&1 & BGPID=$!; BG+=("$BGPID"); }
-    # the player's holds the agent on :N lists: COUNT WHO (the first one's, or -)
-    l_holds() {
+    # the holds of the round's holder (KIND: the player, or the logind inhibitor) the agent on
+    # :N lists: COUNT WHO (the first one's, or -) REFUSED REASON (its first "not honoured"
+    # one's), blanks as _
+    l_holds() {    # N KIND
         XA status "$1" 2>/dev/null | python3 -c 'import json, sys
 try: d = json.load(sys.stdin)
-except Exception: print("? -"); sys.exit()
-h = [i for i in d.get("inhibitors", []) if i.get("source") == "dbus" and "xdl-film" in i.get("why", "")]
-print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
+except Exception: print("? - ? -"); sys.exit()
+if sys.argv[1] == "player":
+    mine = lambda i: i.get("source") == "dbus" and "xdl-film" in i.get("why", "")
+else:
+    mine = lambda i: i.get("source") == "logind" and i.get("why") == "film" and i.get("who", "").startswith("test ")
+h = [i for i in d.get("inhibitors", []) if mine(i)]
+r = [i for i in d.get("refused_holds", []) if mine(i)]
+u = lambda s: s.replace(" ", "_") or "-"
+print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if r else "-")' "$2"
+    }
+    l_holder_end() {
+        R pkill -u alice -f /tmp/xdl-inhibit.py
+        R pkill -u alice -f 'systemd-inhibit --what=idle --who=test'
     }
     # the password through :N's client once its red frame shows: prints the seconds waited
     # for the red frame and from the Return to the clear frame (never: not seen). Escape
     # first, as a user's first key: after an idle lock the X server's saver (its timeout set
-    # 2 s before the lock time by the agent) has blanked the screen, and only input wakes it
+    # 2 s before the lock time by the agent) has blanked the screen, and only input wakes it.
+    # xsecurelock: Ctrl-U instead, and its prompt waited for (Escape would close it)
     l_unlock() {
         local t0 r c
         case $1 in
-        0)  "${Q[@]}" key esc
-            t0=$(now); r=$("${Q[@]}" wait-frame locker -t 20)
+        0)  if [ "$L_LOCKER" = xsecurelock ]; then
+                "${Q[@]}" key ctrl-u
+                t0=$(now); r=$("${Q[@]}" wait-frame prompt -t 20 ${2:+--save "$2.ppm"})
+            else
+                "${Q[@]}" key esc
+                t0=$(now); r=$("${Q[@]}" wait-frame locker -t 20 ${2:+--save "$2.ppm"})
+            fi
             [ "${r%% *}" = never ] && { echo "never never"; return; }
             r=$(dt "$t0" "${r%% *}")
-            "${Q[@]}" key esc; "${Q[@]}" type 'alice\n'; t0=$(now)
+            [ "$L_LOCKER" = xsecurelock ] || "${Q[@]}" key esc
+            "${Q[@]}" type 'alice\n'; t0=$(now)
             c=$("${Q[@]}" wait-frame desktop -t 20)
             if [ "${c%% *}" = never ]; then c=never; else c=$(dt "$t0" "${c%% *}"); fi
             echo "$r $c" ;;
-        10) CL rdp "$KX" unlock 20 alice ;;
-        1)  CL vnc "$VNC_PORT" alice unlock 20 alice ;;
+        10) CL rdp "$KX" unlock 20 alice "${2:+$2.png}" "$XDL_RUN/l-stuck-xrdp-$(date +%T).png" ;;
+        1)  CL vnc "$VNC_PORT" alice unlock 20 alice "${2:+$2.png}" "$XDL_RUN/l-stuck-vnc-$(date +%T).png" ;;
         esac
     }
-    # each session's lock unlocked at once through its client (after its agent says its
-    # locker covers); each unlock tallied: the locker gone and the client's frame clear
-    l_unlock_all() {    # LABEL
-        local d p rw cl left pids=()
-        for d in "${LD[@]}"; do
-            { if wait_guest 20 "$XAS covered $d"; then echo "$(XA locker "$d") $(l_unlock "$d")"; else echo "- uncovered -"; fi; } >"$XDL_RUN/l-unlock-$d.txt" 2>&1 &
+    # each session's lock (of those on the displays given; default all three) unlocked at once
+    # through its client (after its agent says its locker covers); each unlock tallied: the
+    # locker gone and the client's frame clear. SAVE: where each client's locker frame goes
+    # (a remote client's last frame goes to l-stuck-*.png when none after Return was clear)
+    l_unlock_all() {    # LABEL [SAVE [DISPLAY...]]
+        local d p rw cl left pids=() label=$1 save=${2:-} ds=("${@:3}")
+        [ ${#ds[@]} -gt 0 ] || ds=("${LD[@]}")
+        for d in "${ds[@]}"; do
+            { if wait_guest 20 "$XAS covered $d"; then echo "$(XA locker "$d") $(l_unlock "$d" ${save:+"$save-${LNAME[$d]}"})"; else echo "- uncovered -"; fi; } >"$XDL_RUN/l-unlock-$d.txt" 2>&1 &
             pids+=($!)
         done
         wait "${pids[@]}"
-        wait_guest 5 "for d in ${LD[*]}; do [ \"\$($XAS locker \$d)\" = - ] || exit 1; done"
-        for d in "${LD[@]}"; do
+        wait_guest 5 "for d in ${ds[*]}; do [ \"\$($XAS locker \$d)\" = - ] || exit 1; done"
+        for d in "${ds[@]}"; do
             read -r p rw cl _ <"$XDL_RUN/l-unlock-$d.txt"
             left=$(XA locker "$d")
             UN_N[$d]=$((UN_N[$d] + 1))
             if [ "$p" != - ] && [ "${cl:-never}" != never ] && [ "$left" = - ]; then
                 UN_OK[$d]=$((UN_OK[$d] + 1)); UN_T[$d]+=" $cl"
             else
-                UN_BAD[$d]+=" $1: locker ${p:-?}, red frame after ${rw:-?} s, clear ${cl:-?}, a locker after: $left;"
+                UN_BAD[$d]+=" $label: locker ${p:-?}, red frame after ${rw:-?} s, clear ${cl:-?}, a locker after: $left;"
             fi
         done
     }
-    # the audit entries of EVENT alice's session on :N logged since LG1 (XIDLELOCK_SESSION)
-    l_audit() { R journalctl -b --no-pager -o cat --since "@${LG1%.*}" "XIDLELOCK_SESSION=${LSID[$2]}" "XIDLELOCK_EVENT=$1" | grep -c .; }
+    # the audit entries of EVENT alice's session on :N logged from L_FROM to L_UNTIL
+    # (XIDLELOCK_SESSION; whole seconds: the tallies are seconds apart)
+    l_audit() {
+        R journalctl -b --no-pager -o cat --since "@${L_FROM%.*}" --until "@$((${L_UNTIL%.*} + 1))" \
+            "XIDLELOCK_SESSION=${LSID[$2]}" "XIDLELOCK_EVENT=$1" | grep -c .
+    }
     l_fail_all() { for c in "$@"; do check "(l) $c" 1 "not run: $L_WHY"; done; }
+    # COUNT locks on request in each session, each unlocked through its client (the first
+    # round's locker frames saved as SAVE-<session>.png, .ppm for the local one)
+    l_lock_rounds() {    # COUNT [SAVE]
+        local i d p pids
+        for i in $(seq "$1"); do
+            for d in "${LD[@]}"; do
+                [ "$(XA locker "$d")" = - ] || UN_BAD[$d]+=" before lock $i: a locker ($(XA locker "$d")) already there;"
+            done
+            pids=(); for d in "${LD[@]}"; do l_in "$d" xidlelock lock >/dev/null 2>&1 & pids+=($!); done
+            wait "${pids[@]}"
+            # the first locker as the kernel runs it: traced by the agent, and with what
+            # privilege (Debian's slock has file capabilities, which a traced exec does not get)
+            if [ "$i" = 1 ] && [ -n "${2:-}" ] && wait_guest 20 "$XAS covered 0"; then
+                p=$(XA locker 0)
+                note "(l) $L_LOCKER on :0: pid $p, parent $(R ps -o comm= -p "$(R ps -o ppid= -p "$p" | tr -d ' ')"), $(R sh -c "grep -E '^(TracerPid|CapEff)' /proc/$p/status" | tr '\t\n' '  '); $(R sh -c "getcap \$(command -v $L_LOCKER) 2>/dev/null || echo 'no getcap'")"
+            fi
+            l_unlock_all "lock $i" "$([ "$i" = 1 ] && echo "${2:-}")"
+        done
+        sleep 3    # nothing may start again after the last unlock
+        for d in "${LD[@]}"; do [ "$(XA locker "$d")" = - ] || UN_BAD[$d]+=" 3 s after the last unlock: a locker ($(XA locker "$d"));"; done
+    }
+    # per session, over the tally (L_FROM to L_UNTIL): every lock unlocked through the client,
+    # each agent's log with one locker started and one "unlocked after" per lock and no error
+    # line, and one lock and one unlock audit entry per lock, no locker-failure
+    l_check_unlocks() {    # NAME MIN-UNLOCKS
+        local d log errs nerr started unl letgo nl nu nf tt med mx
+        for d in "${LD[@]}"; do
+            # the local agent's lines are the journal's (error: a priority, not a word); the
+            # remote ones' are their ~/.xsession's files, from where the tally began
+            if [ "$d" = 0 ]; then
+                log=$(R journalctl -b --no-pager -o cat _SYSTEMD_USER_UNIT=xidlelock.service --since "@${L_FROM%.*}" --until "@$((${L_UNTIL%.*} + 1))")
+                errs=$( { R journalctl -b --no-pager -o cat -p err _SYSTEMD_USER_UNIT=xidlelock.service --since "@${L_FROM%.*}" --until "@$((${L_UNTIL%.*} + 1))"
+                          grep -E 'may NOT be covered|never grabbed|\(attempt [0-9]+\)' <<<"$log"; } | sort -u)
+            else
+                log=$(R sh -c "sed -n '$((LLINES[$d] + 1)),${LLINES_END[$d]}p' /tmp/xdl-alice-agent-$d.log")
+                errs=$(grep -E 'error: |may NOT be covered|never grabbed|\(attempt [0-9]+\)' <<<"$log")
+            fi
+            nerr=$(grep -c . <<<"$errs")
+            started=$(grep -cE 'locking (after|on request)' <<<"$log")
+            # (the journal has the audit entry "screen unlocked after" besides)
+            unl=$(grep -cE '^(xidlelock: )?unlocked after' <<<"$log")
+            letgo=$(grep -c 'let go' <<<"$log")
+            nl=$(l_audit lock "$d"); nu=$(l_audit unlock "$d"); nf=$(l_audit locker-failure "$d")
+            tt=$(tr ' ' '\n' <<<"${UN_T[$d]}" | grep . | sort -n)
+            med=$(awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "-" }' <<<"$tt"); mx=$(tail -1 <<<"$tt")
+            check "$1: ${LNAME[$d]} session (${LSID[$d]}), the password through its client" \
+                $([ "${UN_OK[$d]}" -ge "$2" ] && [ "${UN_OK[$d]}" = "${UN_N[$d]}" ] && [ -z "${UN_BAD[$d]:-}" ] && [ "$nerr" = 0 ] \
+                    && [ "$started" = "${UN_N[$d]}" ] && [ "$unl" = "${UN_N[$d]}" ] && [ "$nl" = "${UN_N[$d]}" ] && [ "$nu" = "${UN_N[$d]}" ] && [ "$nf" = 0 ]; echo $?) \
+                "${UN_OK[$d]} of ${UN_N[$d]} locks unlocked (the locker gone, the client's frame clear ${med:-?} s after the Return, median, ${mx:-?} s at most); the agent (pid $(XA answering "$d")): $started lockers started, $unl \"unlocked after\" lines, $letgo lines of a let-go, audit $nl lock / $nu unlock / $nf locker-failure entries of session ${LSID[$d]}, $nerr error lines${UN_BAD[$d]:+; problems:${UN_BAD[$d]}}"
+            [ "$nerr" = 0 ] || head -5 <<<"$errs" | cut -c1-200 | sed "s/^/      ${LNAME[$d]} agent: /" | tee -a "$RESULTS"
+            [ "$letgo" = 0 ] || grep 'let go' <<<"$log" | head -3 | cut -c1-200 | sed "s/^/      ${LNAME[$d]} agent: /" | tee -a "$RESULTS"
+        done
+    }
+    # slock (Debian's suckless-tools) is not in the image: its .deb and those of what it needs
+    # that the guest lacks, downloaded on the host (apt-get download, kept in $XDL_DIR/debs-l)
+    # and installed with dpkg -i; prints what was installed, or why not (exit 1)
+    l_install_slock() {
+        local dir=$XDL_DIR/debs-l want=(suckless-tools) i p f need
+        mkdir -p "$dir"
+        for i in 1 2 3 4 5; do
+            for p in "${want[@]}"; do
+                ls "$dir/${p}_"*.deb >/dev/null 2>&1 && continue
+                ( cd "$dir" && apt-get download "$p" ) >>"$XDL_RUN/l-apt-download.log" 2>&1 ||
+                    { echo "apt-get download $p failed on the host ($XDL_RUN/l-apt-download.log: $(tail -1 "$XDL_RUN/l-apt-download.log"))"; return 1; }
+            done
+            R rm -rf /tmp/xdl-debs; R mkdir /tmp/xdl-debs
+            for f in "$dir"/*.deb; do xdl_ssh root "cat >/tmp/xdl-debs/${f##*/}" <"$f"; done
+            if R sh -c 'dpkg -i /tmp/xdl-debs/*.deb' >"$XDL_RUN/l-dpkg-slock.log" 2>&1; then
+                echo "$(cd "$dir" && ls *.deb | tr '\n' ' ')installed; $(R stat -c '%n %A %U:%G' /usr/bin/slock)"
+                return 0
+            fi
+            # what dpkg says the guest lacks
+            need=$(grep -oP 'depends on \K[^ ;,]+' "$XDL_RUN/l-dpkg-slock.log" | sort -u)
+            [ -n "$need" ] || { echo "dpkg -i failed: $(grep -m1 -i error "$XDL_RUN/l-dpkg-slock.log")"; return 1; }
+            mapfile -t -O ${#want[@]} want <<<"$need"
+        done
+        echo "dpkg -i still failed after 5 rounds of dependencies ($XDL_RUN/l-dpkg-slock.log)"; return 1
+    }
 
     XR gone 30 >/dev/null || note "(l) bob's sessions still listed by logind"
     fresh
@@ -843,95 +1026,128 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
         for d in "${LD[@]}"; do
             [ "$(XA locker "$d")" = - ] || { note "(l) ${LNAME[$d]}: locked before the scenario began; unlocked"; l_unlock "$d" >/dev/null; }
         done
-        # where each agent's log starts for this scenario (the remote ones' files; the local
-        # one's is the journal since LG1)
-        for d in 10 1; do LLINES[$d]=$(R sh -c "wc -l </tmp/xdl-alice-agent-$d.log" 2>/dev/null || echo 0); done
-        LG1=$(gnow)
-
-        # holds: the player in each session in turn
-        for h in 10 1 0; do
+        l_tally_start
+        GA_BAD=0 GA_FIGS=
+        # holds: the player in each session in turn, then a logind idle inhibitor in the xrdp one
+        for round in player:10 player:1 player:0 logind:10; do
+            kind=${round%%:*} h=${round#*:}
             others=(); for d in "${LD[@]}"; do [ "$d" = "$h" ] || others+=("$d"); done
-            t="(l) holds: a player in the ${LNAME[$h]} session holds that session only, the ${LNAME[${others[0]}]} and ${LNAME[${others[1]}]} ones lock on time"
+            if [ "$kind" = player ]; then holder=player what="a player"
+            else holder="logind idle inhibitor" what="a logind idle inhibitor (systemd-inhibit --what=idle --who=test --why=film sleep 600)"; fi
+            t="(l) holds: $what in the ${LNAME[$h]} session holds that session only, the ${LNAME[${others[0]}]} and ${LNAME[${others[1]}]} ones lock on time"
+            # the three kept in use until the hold shows (systemd-inhibit waits for polkit: it
+            # took 18 s once under TCG, and the sessions idle-locked before the hold began)
+            ( while :; do l_input_all; sleep 3; done ) >/dev/null 2>&1 & lbusy=$!; BG+=("$lbusy")
             g0=$(gnow)
-            l_bg "$h" sh -c 'exec python3 /tmp/xdl-inhibit.py xdl-film "a film in the $1 session" >/tmp/xdl-player.out 2>&1' player "${LNAME[$h]}"; pl=$BGPID
-            if ! wait_guest 30 "$XAS status $h | grep -q 'xdl-film: a film in'"; then
-                check "$t" 1 "the player's hold not listed by its session's agent within 30 s; the player: $(R cat /tmp/xdl-player.out 2>/dev/null | tail -2 | tr '\n' ' ')"
-                kill "$pl" 2>/dev/null; R pkill -u alice -f /tmp/xdl-inhibit.py; continue
+            if [ "$kind" = player ]; then
+                l_bg "$h" sh -c 'exec python3 /tmp/xdl-inhibit.py xdl-film "a film in the $1 session" >/tmp/xdl-player.out 2>&1' player "${LNAME[$h]}"; pl=$BGPID
+                listed="$XAS status $h | grep -q 'xdl-film: a film in'"
+            else
+                l_bg "$h" sh -c 'exec systemd-inhibit --what=idle --who=test --why=film sleep 600 >/tmp/xdl-player.out 2>&1'; pl=$BGPID
+                listed="$XAS status $h | grep -q '\"why\": *\"film\"'"
             fi
-            # (a move to where the pointer already is would be no input)
-            activity & a0=$!
-            CL rdp "$KX" nudge >/dev/null 2>&1 & a1=$!
-            CL vnc "$VNC_PORT" alice nudge >/dev/null 2>&1 & a2=$!
-            wait "$a0" "$a1" "$a2"
+            if ! wait_guest 30 "$listed"; then
+                kill "$lbusy" 2>/dev/null; wait "$lbusy" 2>/dev/null
+                check "$t" 1 "the hold not listed by its session's agent within 30 s; the holder: $(R cat /tmp/xdl-player.out 2>/dev/null | tail -2 | tr '\n' ' ')"
+                kill "$pl" 2>/dev/null; l_holder_end; continue
+            fi
+            kill "$lbusy" 2>/dev/null; wait "$lbusy" 2>/dev/null
+            l_input_all
             ok=0; li=$(XA lastinput 20 "${LD[@]}") || ok=1
             declare -A T=(); for x in $li; do T[${x%%:*}]=${x#*:}; done
             for d in "${LD[@]}"; do awk -v t="${T[$d]:-0}" -v g="$g0" 'BEGIN { exit !(t >= g) }' || ok=1; done
             wait_guest $((LOCK_AFTER + 20)) "[ \"\$($XAS locker ${others[0]})\" != - ] && [ \"\$($XAS locker ${others[1]})\" != - ]"
-            # the player's session: looked at 10 s past its lock time
+            # the held session: looked at 10 s past its lock time
             RS "sleep \$(awk -v t=${T[$h]:-0} -v n=\$(date +%s.%N) 'BEGIN { s = t + $((LOCK_AFTER + 10)) - n; print (s > 0 ? s : 0) }')"
             figs=()
             for d in "${LD[@]}"; do
                 read -r p ls <<<"$(XA lockstart "$d")"
-                read -r hold who <<<"$(l_holds "$d")"
+                read -r hold who refused why <<<"$(l_holds "$d" "$kind")"
                 if [ "$d" = "$h" ]; then
                     th=$(awk -v t="${T[$h]:-0}" -v n="$(gnow)" 'BEGIN { printf "%.1f", n - t }')
                     { [ "$p" = - ] && [ "$hold" = 1 ]; } || ok=1
-                    figs+=("${LNAME[$d]} (the player's): $([ "$p" = - ] && echo "no locker" || echo "LOCKED (pid $p)") at ${th} s of idle, its agent lists $hold hold of the player (${who//_/ })")
+                    figs+=("${LNAME[$d]} (the holder's): $([ "$p" = - ] && echo "no locker" || echo "LOCKED (pid $p)") at ${th} s of idle, its agent lists $hold hold of it (${who//_/ })")
                 else
                     if [ "$p" = - ]; then lt=never; else lt=$(dt "${T[$d]:-0}" "$ls"); fi
                     { [ "$lt" != never ] && awk -v s="$lt" -v l=$LOCK_AFTER 'BEGIN { exit !(s >= l - 0.5 && s <= l + 3) }' && [ "$hold" = 0 ]; } || ok=1
-                    figs+=("${LNAME[$d]}: locked ${lt} s after its last input, its agent lists $hold hold of the player")
+                    # a logind inhibitor is listed by every agent of the user: as not honoured
+                    # by those of the other sessions, naming the session it runs in
+                    [ "$kind" = player ] || { [ "$refused" = 1 ] && [[ "${why//_/ }" == *"in logind session ${LSID[$h]},"* ]]; } || ok=1
+                    figs+=("${LNAME[$d]}: locked ${lt} s after its last input, its agent lists $hold hold of it$([ "$kind" = player ] || echo " and $refused as not honoured: \"${why//_/ }\"")")
                 fi
             done
             check "$t" $ok "lock time ${LOCK_AFTER} s (-0.5 to +3 s: the idle's reading is within half a runuser here); $(printf '%s; ' "${figs[@]}" | sed 's/; $//')"
-            # the player ends: its session, idle past the lock time, locks
+            # GetActive inside each session while the xrdp session is held open and the local one locked
+            if [ "$kind" = logind ]; then
+                ga0=$(l_getactive 0); ga10=$(l_getactive 10)
+                GA_FIGS="with the local session locked and the xrdp one held open: local $ga0, xrdp $ga10"
+                [ "$ga0" = true ] && [ "$ga10" = false ] || GA_BAD=1
+            fi
+            # the holder ends: its session, idle past the lock time, locks
             tp=$(gnow)
-            kill "$pl" 2>/dev/null; wait "$pl" 2>/dev/null; R pkill -u alice -f /tmp/xdl-inhibit.py
+            kill "$pl" 2>/dev/null; wait "$pl" 2>/dev/null; l_holder_end
             wait_guest 15 "[ \"\$($XAS locker $h)\" != - ]"
             read -r p ls <<<"$(XA lockstart "$h")"
             if [ "$p" = - ]; then lp=never; else lp=$(dt "$tp" "$ls"); fi
-            check "(l) holds: the player in the ${LNAME[$h]} session ended -> that session locks" \
+            check "(l) holds: the $holder in the ${LNAME[$h]} session ended -> that session locks" \
                 $([ "$lp" != never ] && awk -v s="$lp" 'BEGIN { exit !(s <= 5) }'; echo $?) \
-                "its locker (pid $p) started ${lp} s after the player was ended (the session idle past its lock time)"
-            l_unlock_all "round $h"
+                "its locker (pid $p) started ${lp} s after the $holder was ended (the session idle past its lock time)"
+            l_unlock_all "round $kind $h"
             unset T
         done
 
-        # unlocks: lock on request in each session, the password through each client
-        for i in $(seq "$L_UNLOCKS"); do
-            for d in "${LD[@]}"; do
-                [ "$(XA locker "$d")" = - ] || UN_BAD[$d]+=" before lock $i: a locker ($(XA locker "$d")) already there;"
-            done
-            pids=(); for d in "${LD[@]}"; do l_in "$d" xidlelock lock >/dev/null 2>&1 & pids+=($!); done
-            wait "${pids[@]}"
-            l_unlock_all "lock $i"
-        done
-        sleep 3    # nothing may start again after the last unlock
-        for d in "${LD[@]}"; do [ "$(XA locker "$d")" = - ] || UN_BAD[$d]+=" 3 s after the last unlock: a locker ($(XA locker "$d"));"; done
+        # GetActive again, with only the xrdp session locked (on request; input first in all
+        # three, so that the others are 15 s from an idle lock); what each agent says of its
+        # locker at the call is shown beside each answer
+        l_input_all
+        l_in 10 xidlelock lock >/dev/null 2>&1
+        if wait_guest 20 "$XAS covered 10"; then
+            cv=(); for d in 0 10 1; do XA covered "$d" && cv[$d]=covered || cv[$d]="not covered"; done
+            ga0=$(l_getactive 0); ga10=$(l_getactive 10); ga1=$(l_getactive 1)
+            [ "$ga0" = false ] && [ "$ga10" = true ] && [ "$ga1" = false ] || GA_BAD=1
+            [ "${cv[0]}" = "not covered" ] && [ "${cv[10]}" = covered ] && [ "${cv[1]}" = "not covered" ] || GA_BAD=1
+            GA_FIGS="${GA_FIGS:-the round with the logind hold did not run}; with the xrdp session locked and the others not: local $ga0 (its agent: ${cv[0]}), xrdp $ga10 (${cv[10]}), vnc $ga1 (${cv[1]})"
+        else
+            GA_BAD=1 GA_FIGS="${GA_FIGS:-the round with the logind hold did not run}; xidlelock lock in the xrdp session: no locker covering within 20 s"
+        fi
+        check "(l) GetActive (busctl --user in each session; the names' owner is the local agent) answered for the caller's session" \
+            "${GA_BAD:-0}" "$GA_FIGS"
+        l_unlock_all "GetActive round" "" 10
 
-        # each agent's log and audit entries over the scenario
-        for d in "${LD[@]}"; do
-            # the local agent's lines are the journal's (error: a priority, not a word); the
-            # remote ones' are their ~/.xsession's files, from where this scenario began
-            if [ "$d" = 0 ]; then
-                LOG=$(R journalctl -b --no-pager -o cat _SYSTEMD_USER_UNIT=xidlelock.service --since "@${LG1%.*}")
-                errs=$( { R journalctl -b --no-pager -o cat -p err _SYSTEMD_USER_UNIT=xidlelock.service --since "@${LG1%.*}"
-                          grep -E 'may NOT be covered|never grabbed|\(attempt [0-9]+\)' <<<"$LOG"; } | sort -u)
-            else
-                LOG=$(R sh -c "tail -n +$((LLINES[$d] + 1)) /tmp/xdl-alice-agent-$d.log")
-                errs=$(grep -E 'error: |may NOT be covered|never grabbed|\(attempt [0-9]+\)' <<<"$LOG")
+        # unlocks: lock on request in each session, the password through each client
+        l_lock_rounds "$L_UNLOCKS"
+        l_tally_end
+        # the other lockers' rounds need no idle lock: none comes between them and the checks
+        l_use_locker xsecurelock; if l_reload_all 10m; then L_RELOADED=yes; else L_RELOADED=no; fi
+        l_check_unlocks "(l) unlocks" 10
+
+        # the other lockers
+        for lk in xsecurelock slock; do
+            if [ "$lk" = slock ]; then
+                l_use_locker slock
+                if ! L_SLOCK=$(l_install_slock); then
+                    for d in "${LD[@]}"; do check "(l) unlocks with slock: ${LNAME[$d]} session" 1 "not run: $L_SLOCK"; done
+                    continue
+                fi
+                note "(l) slock: $L_SLOCK"
+                if l_reload_all 10m; then L_RELOADED=yes; else L_RELOADED=no; fi
             fi
-            nerr=$(grep -c . <<<"$errs")
-            started=$(grep -cE 'locking (after|on request)' <<<"$LOG")
-            nl=$(l_audit lock "$d"); nu=$(l_audit unlock "$d"); nf=$(l_audit locker-failure "$d")
-            tt=$(tr ' ' '\n' <<<"${UN_T[$d]}" | grep . | sort -n)
-            med=$(awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "-" }' <<<"$tt"); mx=$(tail -1 <<<"$tt")
-            check "(l) unlocks: ${LNAME[$d]} session (${LSID[$d]}), the password through its client" \
-                $([ "${UN_OK[$d]}" -ge 10 ] && [ "${UN_OK[$d]}" = "${UN_N[$d]}" ] && [ -z "${UN_BAD[$d]:-}" ] && [ "$nerr" = 0 ] \
-                    && [ "$started" = "${UN_N[$d]}" ] && [ "$nl" = "${UN_N[$d]}" ] && [ "$nu" = "${UN_N[$d]}" ] && [ "$nf" = 0 ]; echo $?) \
-                "${UN_OK[$d]} of ${UN_N[$d]} locks unlocked (the locker gone, the client's frame clear ${med:-?} s after the Return, median, ${mx:-?} s at most); the agent (pid ${LAGENT[$d]}): $started lockers started, audit $nl lock / $nu unlock / $nf locker-failure entries of session ${LSID[$d]}, $nerr error lines${UN_BAD[$d]:+; problems:${UN_BAD[$d]}}"
-            [ "$nerr" = 0 ] || head -5 <<<"$errs" | cut -c1-200 | sed "s/^/      ${LNAME[$d]} agent: /" | tee -a "$RESULTS"
+            if [ "$L_RELOADED" != yes ]; then
+                for d in "${LD[@]}"; do check "(l) unlocks with $lk: ${LNAME[$d]} session" 1 "not run: not every agent reported the locker '$L_CMD' within 60 s of its reload (locker settings: $(for e in "${LD[@]}"; do printf '%s ' "${LNAME[$e]}: $(XA setting "$e" locker);"; done))"; done
+                continue
+            fi
+            l_tally_start
+            l_lock_rounds "$L_OTHER_UNLOCKS" "$XDL_RUN/l-$lk"
+            l_tally_end
+            l_check_unlocks "(l) unlocks with $lk ($L_CMD)" "$L_OTHER_UNLOCKS"
+            # a session where this locker never held: what it says when run by hand there
+            for d in "${LD[@]}"; do
+                [ "${UN_OK[$d]}" = 0 ] || continue
+                note "(l) $lk by hand in the ${LNAME[$d]} session (5 s at most): $(l_in "$d" sh -c "timeout 5 $L_CMD 2>&1; echo \"exit \$?\"" 2>&1 | tail -6 | tr '\n' ' ' | cut -c1-400)"
+            done
         done
+        # i3lock again, as before the other lockers
+        l_use_locker i3lock; l_reload_all 10m || note "(l) not every agent reported the locker '$L_CMD' within 60 s of its reload"
 
         # the unit's agent started again (Restart=on-failure, systemctl --user restart, D-Bus
         # activation) while the remote sessions run: each X session's Xsession
@@ -949,18 +1165,25 @@ print(len(h), h[0]["who"].replace(" ", "_") if h else "-")'
             "alice's user manager's ${menv:-DISPLAY unset}; after systemctl --user restart xidlelock.service: the unit $(unit is-active xidlelock.service), its agent pid ${p:-none}; on :0 the agent's status names session $(jget session.id <<<"$st") on ${d:-?} (the local one is $SID on :0)"
         [ "$p" = 0 ] || [ -z "$p" ] || R journalctl -b --no-pager -o cat _SYSTEMD_USER_UNIT=xidlelock.service _PID="$p" | head -4 | cut -c1-200 | sed 's/^/      unit agent: /' | tee -a "$RESULTS"
     else
-        l_fail_all "alice's three sessions at once, each agent answering for its own" "holds" "unlocks"
+        l_fail_all "alice's three sessions at once, each agent answering for its own" "holds" "logind hold" "GetActive" \
+            "unlocks" "unlocks with xsecurelock" "unlocks with slock"
     fi
 
     # the remote sessions end; alice's local one goes on with the unit's agent
     for d in 10 1; do R cat "/tmp/xdl-alice-agent-$d.log" >"$XDL_RUN/l-agent-$d.log" 2>/dev/null; done
+    # what the guest logged meanwhile, and the X servers' logs (for a failure's reasons)
+    R journalctl -b --no-pager -o short-unix >"$XDL_RUN/l-journal.txt" 2>&1
+    R sh -c 'for f in /var/log/Xorg.0.log /home/alice/.local/share/xorg/Xorg.10.log /home/alice/.vnc/*:1.log; do [ -f "$f" ] && { echo "== $f"; tail -n 200 "$f"; }; done' >"$XDL_RUN/l-xlogs.txt" 2>&1
     [ -z "${LRDP:-}" ] || { kill "$LRDP" 2>/dev/null; wait "$LRDP" 2>/dev/null; }
     XA end 10 30 || note "(l) alice's xrdp session still listed by logind 30 s after its end"
     XA end 1 30 || note "(l) alice's VNC session still listed by logind 30 s after its end"
     XA unprepare
-    R pkill -u alice -f /tmp/xdl-inhibit.py
+    l_holder_end
+    R dpkg -r suckless-tools >/dev/null 2>&1
+    l_use_locker i3lock; unset XDL_LOCKER XDL_LOCKER_COLOURS XDL_PROMPT_COLOUR
     # her user manager's DISPLAY her local session's again (each remote Xsession put its own there)
     unit import-environment DISPLAY XAUTHORITY
+    set_config "lock-after ${LOCK_AFTER}s" "locker $LOCKER"
     fresh; unit reset-failed xidlelock.service 2>/dev/null; restart_agent
     note "(l) alice's remote sessions ended; the unit's agent $(unit is-active xidlelock.service) on $(unit show-environment | sed -n 's/^DISPLAY=//p')"
 fi
