@@ -44,6 +44,11 @@ public enum Log {
         }
         let fd = open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
         if fd >= 0 { sink = fd }
+        // A log file opened with `>` (an Xsession's `2> file`) has one offset, which the
+        // lockers and hooks inherit on fd 2: their lines overwrote the agent's own, which
+        // go to the file's end. Appending to a regular file is what every writer wants.
+        let flags = fcntl(2, F_GETFL)
+        if info.st_mode & S_IFMT == S_IFREG, flags >= 0, flags & O_APPEND == 0 { _ = fcntl(2, F_SETFL, flags | O_APPEND) }
     }
 
     package static func write(_ level: LogLevel, _ message: String) {

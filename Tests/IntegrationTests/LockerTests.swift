@@ -50,6 +50,20 @@ func children(of pid: Int32) -> [Int32] {
         }
     }
 
+    @Test("the agent's log file opened with truncation (an Xsession's `2> file`): the locker's lines on the inherited stderr are appended, never written over the agent's first lines")
+    func lockerOutputAppendsToTheLog() async throws {
+        try await Sandbox.with { s in
+            let agent = try s.startAgent(["--lock-after", "1h", "--locker", "echo the-locker-speaks >&2; echo $$ > locker.pid; exec sleep 60",
+                                          "--socket", s.socket])
+            try await agent.waitForLog(containing: "started")
+            let first = agent.log.split(separator: "\n").first.map(String.init) ?? ""
+            #expect(try await s.client("lock").exit == .exited(0))
+            _ = try await s.waitForNumber(in: "locker.pid")
+            try await agent.waitForLog(containing: "the-locker-speaks")
+            #expect(agent.log.hasPrefix(first + "\n"), "the agent's first line was written over:\n\(agent.log)")
+        }
+    }
+
     @Test("input while locked starts no second locker and no notifier; after the unlock the lock comes again")
     func inputWhileLocked() async throws {
         let lockAfter = 1000
