@@ -105,7 +105,7 @@ public final class Agent {
                                                          sessionID: SocketPath.environment("XDG_SESSION_ID"))
         }
         let locker: String
-        if let policyLocker { locker = policyLocker.command } else { locker = try LockerChoice.choose(given: options.locker) }
+        if let policyLocker { locker = policyLocker.command } else { locker = try LockerChoice.choose(given: options.locker, vncServer: x.hasExtension("VNC-EXTENSION")) }
         // The agent sees only the shell's end: a locker followed by more would have its
         // kill read as whatever the rest does (doctor says the same).
         if let hazard = ShellCommand.lockerEndHazard(locker) {
@@ -120,6 +120,10 @@ public final class Agent {
         var config = options.config(locker: locker)
         config.userID = getuid()
         config.session = session
+        if inheritedPendingLock() {
+            Log.write(.warning, "reload: the earlier image's locker was failing and waiting for its next try: locking again at start")
+            config.lockAtStart = true
+        }
         // The sources the first stage waits for, each until it has said what it holds
         // (an agent restarted during a film must hear the film's hold first).
         let awaiting = options.startAwaits.filter { config.refusal(for: $0) == nil }
@@ -397,6 +401,17 @@ public final class Agent {
 
     /// Set for the agent executed again in place: its running locker, its own child.
     static let inheritedLockerVariable = "XIDLELOCK_INHERITED_LOCKER"
+    /// Set for the agent executed again in place while its locker failed and the next
+    /// try waited: an upgrade's reload must not drop the lock.
+    static let lockPendingVariable = "XIDLELOCK_LOCK_PENDING"
+
+    /// Whether an earlier image of this process left a lock pending (taken out of the
+    /// environment, so no child sees it).
+    static func inheritedPendingLock() -> Bool {
+        guard getenv(lockPendingVariable) != nil else { return false }
+        unsetenv(lockPendingVariable)
+        return true
+    }
 
     /// `systemctl --user reload xidlelock` (the package does it after an upgrade),
     /// SIGUSR1: the installed binary executed in this process's place. The pid stays
@@ -413,8 +428,12 @@ public final class Agent {
         let lowered = x.saverSettings().timeout
         if let timeout = saverTimeoutToRestore { x.setSaverTimeout(timeout) }
         screenPower?.restore()
-        var environment = SpawnRequest.currentEnvironment().filter { !$0.hasPrefix(Agent.inheritedLockerVariable + "=") }
+        var environment = SpawnRequest.currentEnvironment().filter {
+            !$0.hasPrefix(Agent.inheritedLockerVariable + "=") && !$0.hasPrefix(Agent.lockPendingVariable + "=")
+        }
         if let locker = children.childLockerPid { environment.append("\(Agent.inheritedLockerVariable)=\(locker)") }
+        // A lock whose locker failed and waits for its next try: the new image tries at once.
+        if machine.supervisor.isRetrying { environment.append("\(Agent.lockPendingVariable)=1") }
         // Every descriptor is close-on-exec (X, the sockets, the buses); the signals the
         // loop blocks stay blocked, so a locker's end meanwhile waits for the new image.
         withCStrings(CommandLine.arguments) { argv in

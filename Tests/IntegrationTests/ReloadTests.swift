@@ -31,4 +31,21 @@ import Testing
             #expect(!agent.log.contains("its end could not be seen"), "\(agent.log)")
         }
     }
+
+    @Test("reload while the locker fails and waits for its next try (xidlelock lock, a locker exiting 1): the new image tries again at once, the lock is not dropped")
+    func reloadWhileTheLockerFails() async throws {
+        try await Sandbox.with { s in
+            // Fails its first three tries, then holds.
+            let locker = "echo $$ >> tries; [ $(wc -l < tries) -gt 3 ] && { echo $$ > locker.pid; exec sleep 60; }; exit 1"
+            let agent = try await s.startControlledAgent(["--lock-after", "1h", "--locker", locker])
+            #expect(try await s.client("lock").exit == .exited(0))
+            // The backoff's third wait is 2 s, the fourth 4 s: the reload comes inside it.
+            try await agent.waitForLog(containing: "starting it again in 2s")
+            agent.send(SIGUSR1)
+            try await s.waitUntil("the fourth try, by the new image") { s.lines("tries").count >= 4 }
+            #expect(agent.log.contains("locking again at start"), "\(agent.log)")
+            _ = try await s.waitForNumber(in: "locker.pid")
+            try await s.waitUntil("locked") { try await s.status()["locker_pid"] as? Int != nil }
+        }
+    }
 }
