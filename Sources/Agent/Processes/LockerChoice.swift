@@ -17,7 +17,10 @@ enum LockerChoice {
         ("slock", "slock"),
     ]
 
-    static func choose(given: String?, path: String? = pathVariable()) throws(AgentError) -> String {
+    /// `vncServer`: the X server serves the session over VNC (it has VNC-EXTENSION),
+    /// where xsecurelock refuses to lock ("VNC detected. This would only lock your
+    /// remote session. Will not lock.", exit 1, at every try: measured with TigerVNC).
+    static func choose(given: String?, path: String? = pathVariable(), vncServer: Bool = false) throws(AgentError) -> String {
         if let given {
             if let program = ShellCommand.firstWord(of: given), findProgram(program, path: path) == nil {
                 throw .unavailable("--locker: '\(program)' was not found in PATH, so the screen could never be locked")
@@ -25,6 +28,10 @@ enum LockerChoice {
             return given
         }
         for candidate in candidates where findProgram(candidate.program, path: path) != nil {
+            if vncServer && candidate.program == "xsecurelock" {
+                Log.write(.info, "locker: not xsecurelock, which refuses to lock a session served over VNC (this X server has VNC-EXTENSION)")
+                continue
+            }
             Log.write(.info, "locker: \(candidate.command) (found installed; --locker chooses another)")
             return candidate.command
         }
