@@ -191,7 +191,10 @@ int xil_xcb_next_event(Display *d, int reading_socket, int xinput_opcode, int sa
     xcb_connection_t *c = XGetXCBConnection(d);
     for (;;) {
         xcb_generic_event_t *e = reading_socket ? xcb_poll_for_event(c) : xcb_poll_for_queued_event(c);
-        if (!e) return xcb_connection_has_error(c) ? -1 : 0;
+        if (!e) {
+            int broken = xcb_connection_has_error(c);
+            return broken ? -broken : 0;
+        }
         int type = e->response_type & 0x7f;
         memset(out, 0, sizeof *out);
         if (type == XCB_GE_GENERIC && ((xcb_ge_generic_event_t *)e)->extension == xinput_opcode) {

@@ -108,7 +108,10 @@ final class XServer: RawInputConnection {
             if let event { XServer.logError(Int32(event.pointee.error_code), request: Int32(event.pointee.request_code), minor: Int32(event.pointee.minor_code)) }
             return 0
         }
-        XSetIOErrorHandler { _ in XServer.connectionLost() }
+        XSetIOErrorHandler { _ in
+            let code = errno
+            XServer.connectionLost("Xlib's I/O error, errno \(code): \(String(cString: strerror(code)))")
+        }
     }
 
     /// An X error: logged, never fatal. Those of requests with a reply reach Xlib's
@@ -122,9 +125,18 @@ final class XServer: RawInputConnection {
         }
     }
 
-    static func connectionLost() -> Never {
-        Log.write(.error, "lost the connection to the X server; exiting (a running locker is left alone)")
+    /// `how`: what said so, for the cause (libxcb's error code, or Xlib's errno).
+    static func connectionLost(_ how: String) -> Never {
+        Log.write(.error, "lost the connection to the X server (\(how)); exiting (a running locker is left alone)")
         exit(1)
+    }
+
+    /// libxcb's `xcb_connection_has_error` codes, in words.
+    static func xcbFailure(_ code: Int32) -> String {
+        let words = [1: "the socket failed", 2: "an extension is not supported", 3: "out of memory",
+                     4: "a request longer than the server takes", 5: "a reply it could not parse", 6: "no such screen",
+                     7: "descriptor passing failed"]
+        return "libxcb error \(code): \(words[Int(code)] ?? "unknown")"
     }
 
     /// Selects or deselects raw key, button, motion and touch events: from every
@@ -562,7 +574,7 @@ final class XServer: RawInputConnection {
         var event = xil_x_event()
         reading: while true {
             let got = xil_xcb_next_event(display, readingSocket ? 1 : 0, xinputOpcode, saverEventBase, listening && stoppingAtInput ? 1 : 0, &raw, &event)
-            if got < 0 { XServer.connectionLost() }
+            if got < 0 { XServer.connectionLost(XServer.xcbFailure(-got)) }
             if got == 0 { break }
             switch xil_x_event_kind(UInt32(event.kind)) {
             case XIL_X_INPUT: break reading
