@@ -944,6 +944,17 @@ print(len(h), u(h[0]["who"]) if h else "-", len(r), u(r[0].get("reason", "")) if
             nl=$(l_audit lock "$d"); nu=$(l_audit unlock "$d"); nf=$(l_audit locker-failure "$d")
             tt=$(tr ' ' '\n' <<<"${UN_T[$d]}" | grep . | sort -n)
             med=$(awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "-" }' <<<"$tt"); mx=$(tail -1 <<<"$tt")
+            # xsecurelock will not lock a session served over VNC ("VNC detected … Will not
+            # lock", exit 1): there the agent must say a failing locker, retry, never "locked"
+            if [ "${LNAME[$d]}" = vnc ] && [[ "$1" == *xsecurelock* ]]; then
+                local said
+                said=$(grep -cE '^(xidlelock: )?locked: ' <<<"$log")
+                check "$1: ${LNAME[$d]} session (${LSID[$d]}), where xsecurelock refuses to lock: a failing locker, said and retried, never locked" \
+                    $([ "${UN_OK[$d]}" = 0 ] && [ "$said" = 0 ] && [ "$nf" -ge 1 ] && grep -q 'the locker exited with status 1' <<<"$errs" \
+                        && grep -q 'VNC detected' <<<"$log"; echo $?) \
+                    "$started tries, $nf locker-failure audit entries, $said \"locked:\" lines, $nerr error lines; its words: $(grep -m1 -o 'VNC detected[^.]*\.' <<<"$log")"
+                continue
+            fi
             check "$1: ${LNAME[$d]} session (${LSID[$d]}), the password through its client" \
                 $([ "${UN_OK[$d]}" -ge "$2" ] && [ "${UN_OK[$d]}" = "${UN_N[$d]}" ] && [ -z "${UN_BAD[$d]:-}" ] && [ "$nerr" = 0 ] \
                     && [ "$started" = "${UN_N[$d]}" ] && [ "$unl" = "${UN_N[$d]}" ] && [ "$nl" = "${UN_N[$d]}" ] && [ "$nu" = "${UN_N[$d]}" ] && [ "$nf" = 0 ]; echo $?) \
