@@ -8,8 +8,11 @@ extension Sandbox {
         guard AuditTests.journalRuns else {
             return agent.log.split(separator: "\n").filter { $0.contains("audit \(event): ") }.map(String.init)
         }
+        // Only since the agent started: the journal outlives test runs, and an earlier
+        // run's process may have had this pid (a CI run found another's "screen locked").
+        let age = ProcInfo.age(agent.pid).map { Double($0.milliseconds) / 1000 } ?? 3600
         let out = try await x("journalctl", "--no-pager", "-o", "json", "-t", "xidlelock", "_PID=\(agent.pid)",
-                              "XIDLELOCK_EVENT=\(event)")
+                              "XIDLELOCK_EVENT=\(event)", "--since", "@\(Int(Date().timeIntervalSince1970 - age) - 2)")
         return out.split(separator: "\n").compactMap { jsonObject(String($0))?["MESSAGE"] as? String }
     }
 
