@@ -407,10 +407,13 @@ public final class Agent {
 
     /// Whether an earlier image of this process left a lock pending (taken out of the
     /// environment, so no child sees it).
-    static func inheritedPendingLock() -> Bool {
-        guard getenv(lockPendingVariable) != nil else { return false }
-        unsetenv(lockPendingVariable)
-        return true
+    static func inheritedPendingLock() -> Bool { takeVariable(lockPendingVariable) != nil }
+
+    /// What an earlier image of this process left in the environment, taken out of it.
+    private static func takeVariable(_ name: String) -> String? {
+        guard let value = getenv(name).map({ String(cString: $0) }) else { return nil }
+        unsetenv(name)
+        return value
     }
 
     /// `systemctl --user reload xidlelock` (the package does it after an upgrade),
@@ -449,8 +452,7 @@ public final class Agent {
     /// The locker an earlier image of this process left running as its child, named in
     /// the environment by `executeAgainInPlace` (taken out of it, so no child sees it).
     static func inheritedLocker() -> pid_t? {
-        guard let text = getenv(inheritedLockerVariable).map({ String(cString: $0) }) else { return nil }
-        unsetenv(inheritedLockerVariable)
+        guard let text = takeVariable(inheritedLockerVariable) else { return nil }
         guard let pid = pid_t(text), pid > 0, ProcessTree.parent(of: pid) == getpid() else {
             Log.write(.warning, "\(inheritedLockerVariable)=\(text) names no child of this agent: ignored")
             return nil

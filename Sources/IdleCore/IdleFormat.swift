@@ -24,11 +24,7 @@ public enum IdleFormat: String, CaseIterable, Equatable, Sendable {
     /// code this skips cost a page fault per function at its start (that code sits in
     /// one section of the runtime's, which the start-up order cannot move).
     public func withLine<R>(_ idle: Millis, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        let value: Int64
-        switch self {
-        case .ms: value = idle.value
-        case .s: value = idle.value / 1000
-        case .human, .json:
+        guard let value = wholeNumber(idle) else {
             var line = render(idle) + "\n"
             return line.withUTF8 { body(UnsafeRawBufferPointer($0)) }
         }
@@ -51,11 +47,16 @@ public enum IdleFormat: String, CaseIterable, Equatable, Sendable {
     }
 
     public func render(_ idle: Millis) -> String {
+        if let number = wholeNumber(idle) { return String(number) }
+        return self == .json ? "{\"idle_ms\":\(idle.value)}" : Millis(idle.value / 1000 * 1000).description.replacingUnitSeparators()
+    }
+
+    /// What the formats that print one whole number print (ms, s); nil for the others.
+    private func wholeNumber(_ idle: Millis) -> Int64? {
         switch self {
-        case .ms: String(idle.value)
-        case .s: String(idle.value / 1000)
-        case .human: Millis(idle.value / 1000 * 1000).description.replacingUnitSeparators()
-        case .json: "{\"idle_ms\":\(idle.value)}"
+        case .ms: idle.value
+        case .s: idle.value / 1000
+        case .human, .json: nil
         }
     }
 }
